@@ -1,0 +1,133 @@
+// trace_reader.h: reads a trace directory, start here.
+//
+// TraceReader opens a trace directory (DIR/manifest, DIR/rank-NNNNN/...) and
+// lists its ranks without reading their events. RankReader reads one rank:
+// its header, every intact block of its events stream, and whatever its ring
+// still holds (a rank that crashed, or one that is still running), merged into
+// one list of events in index order. Damage is never fatal: a torn or corrupt
+// block is skipped and reported as a TraceProblem with its offset.
+//
+// Readers are immutable once opened; const methods are safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replay/event.h"
+#include "replay/status.h"
+#include "replay/trace_header.h"
+
+namespace replay {
+
+enum class RankStatus {
+  kComplete,   // closed cleanly; everything is in the events stream
+  kSalvaged,   // the process died before closing; the ring was salvaged
+  kRunning,    // the process is still recording (its ring is locked)
+  kFailed,     // recording stopped early on an error (see header.recording_error)
+};
+std::string_view RankStatusName(RankStatus status);
+
+// Something wrong with a trace that did not stop the reading.
+struct TraceProblem {
+  std::string file;       // path of the file concerned
+  uint64_t offset = 0;    // byte offset in it, when it applies
+  uint64_t length = 0;    // bytes skipped
+  bool torn_tail = false; // an incomplete last block (process died or still writing)
+  std::string message;
+};
+
+struct RankStats {
+  uint64_t blocks = 0;
+  uint64_t stored_bytes = 0;     // events stream size on disk
+  uint64_t raw_bytes = 0;        // decoded block content
+  uint64_t salvaged = 0;         // events recovered from the ring
+  uint64_t dropped = 0;          // events the recorder reported lost
+  uint64_t missing = 0;          // gaps in the index sequence (lost to damage)
+  uint64_t payload_bytes = 0;    // payloads stream size on disk
+};
+
+struct ReadOptions {
+  bool salvage_ring = true;   // read the ring of ranks that did not close cleanly
+};
+
+class RankReader {
+ public:
+  // Opens the rank directory `dir` (DIR/rank-00003). Fails only when nothing of
+  // the rank can be read at all.
+  static Result<std::unique_ptr<RankReader>> Open(const std::string& dir,
+                                                  const ReadOptions& options = {});
+
+  const std::string& dir() const { return dir_; }
+  // The header; when its file is damaged, a best-effort one (rank from the
+  // directory name) and a problem saying so.
+  const RankHeader& header() const { return header_; }
+  bool header_ok() const { return header_ok_; }
+  // World rank: from the header, else from the "mpi.world_rank" info event, else
+  // from the directory name; -1 if none says.
+  int32_t rank() const { return rank_; }
+  RankStatus status() const { return status_; }
+  // All events, by index, without duplicates.
+  const std::vector<Event>& events() const { return events_; }
+  const std::vector<TraceProblem>& problems() const { return problems_; }
+  const RankStats& stats() const { return stats_; }
+  // The bytes stored under `hash` in the payloads stream; kNotFound if absent.
+  Result<std::string> Payload(uint64_t hash) const;
+  bool has_payloads() const;
+
+ private:
+  RankReader() = default;
+  Status Load(const ReadOptions& options);
+  Status IndexPayloads() const;
+
+  std::string dir_;
+  RankHeader header_;
+  bool header_ok_ = false;
+  int32_t rank_ = -1;
+  RankStatus status_ = RankStatus::kSalvaged;
+  std::vector<Event> events_;
+  std::vector<TraceProblem> problems_;
+  RankStats stats_;
+  // Payload index: hash -> offsets of its block(s), built on first use.
+  mutable bool payloads_indexed_ = false;
+  mutable std::multimap<uint64_t, uint64_t> payload_blocks_;
+  mutable std::string payload_file_;
+};
+
+struct RankEntry {
+  std::string dir;       // full path of the rank directory
+  std::string name;      // rank-00003
+  int32_t rank = -1;     // from the header (or name); -1 unknown
+  bool header_ok = false;
+  RankHeader header;     // as far as it could be read
+};
+
+class TraceReader {
+ public:
+  // Opens a trace directory. Fails with a message saying what to do when `dir`
+  // is missing, empty, not a trace, or of a newer format.
+  static Result<std::unique_ptr<TraceReader>> Open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  // The manifest, if the directory has a readable one.
+  const std::optional<JobManifest>& manifest() const { return manifest_; }
+  // Ranks in rank order (unknown ranks last, by directory name).
+  const std::vector<RankEntry>& ranks() const { return ranks_; }
+  // Problems found while listing (a foreign rank directory, a damaged manifest).
+  const std::vector<TraceProblem>& problems() const { return problems_; }
+
+  Result<std::unique_ptr<RankReader>> OpenRank(size_t i, const ReadOptions& options = {}) const;
+  // The entry with world rank `rank`, or null.
+  const RankEntry* FindRank(int32_t rank) const;
+
+ private:
+  std::string dir_;
+  std::optional<JobManifest> manifest_;
+  std::vector<RankEntry> ranks_;
+  std::vector<TraceProblem> problems_;
+};
+
+}  // namespace replay

@@ -1,0 +1,282 @@
+// ring.h: the recording ring, where appended events wait for the writer.
+//
+// The ring is a file in the rank directory (`ring`) mapped MAP_SHARED, so what a
+// thread appends is in the kernel's page cache the moment it is published and
+// survives the process being killed. Each recording thread owns a slot, a
+// single-producer single-consumer byte ring: the owner appends records without a
+// lock, an allocation or a system call; the writer thread drains them into blocks
+// of the events stream and only then releases the space. A reader of a crashed
+// rank salvages what is still in the ring (Salvage below).
+//
+// File layout (little-endian; docs/trace-format.md "The ring"):
+//   [RingHeader, kRingHeaderBytes][slot 0][slot 1]...[slot slots_used-1]
+//   slot = [SlotHeader, kSlotHeaderBytes][data, capacity bytes, a power of two]
+// A slot's data holds records back to back at positions head/tail (byte counts
+// that only grow; position mod capacity is the offset). A record never wraps:
+// when it would, a padding record fills the rest of the data first.
+//
+// Thread safety: AppendRecord is called only by a slot's owner thread (or by
+// whoever holds the slot exclusively, as the signal path does); Drain and
+// Release only by the writer thread. Claim may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "replay/event.h"
+#include "replay/status.h"
+#include "util/clock.h"
+
+namespace replay {
+
+inline constexpr char kRingMagic[8] = {'R', 'E', 'P', 'L', 'R', 'I', 'N', 'G'};
+inline constexpr uint32_t kRingVersion = 1;
+inline constexpr size_t kRingHeaderBytes = 4096;
+inline constexpr size_t kSlotHeaderBytes = 256;
+inline constexpr uint16_t kPadKind = 0xffff;
+
+struct RingHeader {
+  char magic[8];                  // kRingMagic
+  uint32_t version;               // kRingVersion
+  uint32_t max_slots;
+  uint64_t capacity;              // data bytes per slot, a power of two
+  uint8_t trace_uuid[16];
+  int32_t pid;                    // of the recording process
+  uint32_t clock_tsc;             // 1: record ticks are TSC, 0: monotonic ns
+  // Tick calibration; the writer refines it while recording.
+  uint64_t tick_base;
+  int64_t mono_base_ns;
+  double ns_per_tick;
+  int64_t start_mono_ns;          // RankHeader.startMonotonicNs: event times count from here
+  std::atomic<uint32_t> slots_used;   // slots [0, slots_used) exist in the file
+  std::atomic<uint32_t> closed;       // 1 once the writer drained everything and closed cleanly
+  std::atomic<uint64_t> next_index;   // the next event index to hand out
+  std::atomic<int32_t> fatal_signal;  // a fatal signal the process took, 0 if none
+  std::atomic<uint64_t> lost_no_slot; // events lost because no slot was free
+  std::atomic<uint32_t> failed;       // 1 once recording stopped on an error
+};
+static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
+
+enum SlotState : uint32_t {
+  kSlotFree = 0,
+  kSlotOwned = 1,
+  kSlotReleased = 2,  // its thread ended; the writer frees it once drained
+};
+
+struct SlotHeader {
+  std::atomic<uint32_t> state;
+  uint32_t thread;                          // per-rank thread number of the owner
+  int64_t tid;                              // kernel thread id of the owner
+  alignas(64) std::atomic<uint64_t> head;   // bytes published by the owner
+  alignas(64) std::atomic<uint64_t> tail;   // bytes the writer has made durable
+  alignas(64) std::atomic<uint64_t> dropped;   // records the owner had to drop (ring full)
+  std::atomic<uint64_t> drop_noted;            // of those, how many a Drop record reports
+  uint32_t dropping;                           // owner-private: drop without waiting until drained
+};
+static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
+
+// Every record starts with this. `size` covers header, body, list and text,
+// rounded up to 8 bytes.
+struct RecordHeader {
+  uint32_t size;
+  uint16_t kind;        // EventKind, or kPadKind
+  uint16_t flags;       // 0
+  uint32_t thread;
+  uint32_t list_count;  // int64 values after the body
+  uint32_t text_size;   // bytes after the list
+  uint32_t reserved;
+  uint64_t index;
+  uint64_t ticks;
+  uint64_t call_site;
+};
+static_assert(sizeof(RecordHeader) == 48);
+
+inline constexpr size_t RecordSize(size_t body, size_t list_count, size_t text) {
+  return (sizeof(RecordHeader) + body + list_count * 8 + text + 7) & ~size_t{7};
+}
+
+struct RingOptions {
+  uint64_t capacity = 1u << 20;  // data bytes per slot; rounded up to a power of two
+  uint32_t max_slots = 256;
+  bool prefer_tsc = true;
+  int64_t start_mono_ns = 0;
+  // How long an appender waits for the writer when its slot is full before
+  // dropping (and counting) the record. Once a wait has timed out, further full
+  // appends drop at once until the writer frees space.
+  int64_t full_wait_ns = 200 * 1000 * 1000;
+};
+
+// A record as the writer or salvager sees it, pointing into ring memory.
+struct RingRecord {
+  const RecordHeader* header;
+  const void* body;
+  const int64_t* list;
+  const char* text;
+};
+
+// Converts a ring record to an Event, using `to_ns` for the timestamp.
+void RecordToEvent(const RingRecord& rec, int64_t time_ns, Event* out);
+
+class Ring {
+ public:
+  // Creates (replacing) the ring file at `path`, mode 0600, and maps it.
+  static Result<std::unique_ptr<Ring>> Create(const std::string& path, const RingOptions& options,
+                                              const uint8_t trace_uuid[16]);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  // In a forked child: forgets the mapping and descriptor without touching the
+  // file, which still belongs to the parent.
+  void AbandonAfterFork();
+
+  // Claims a slot for the calling thread; extends the file when all existing
+  // slots are taken. Null when none can be had (the caller counts a lost event).
+  SlotHeader* Claim(uint32_t thread, int64_t tid);
+  // Marks `slot` as no longer owned; the writer frees it after draining.
+  static void Release(SlotHeader* slot) { slot->state.store(kSlotReleased, std::memory_order_release); }
+
+  // Appends one record to `slot` (which the caller owns). Returns false when the
+  // record was dropped because the slot stayed full; the drop is counted and
+  // reported by a Drop record later. Never blocks longer than full_wait_ns.
+  bool AppendRecord(SlotHeader* slot, EventKind kind, const void* body, size_t body_size,
+                    const int64_t* list, uint32_t list_count, const void* text,
+                    uint32_t text_size, uint64_t call_site) {
+    size_t need = RecordSize(body_size, list_count, text_size);
+    uint64_t head = slot->head.load(std::memory_order_relaxed);
+    uint64_t pos = head & mask_;
+    size_t pad = (pos + need > capacity_) ? capacity_ - pos : 0;
+    uint64_t tail = slot->tail.load(std::memory_order_acquire);
+    if (__builtin_expect(head + pad + need - tail > capacity_ ||
+                             slot->dropped.load(std::memory_order_relaxed) !=
+                                 slot->drop_noted.load(std::memory_order_relaxed),
+                         0)) {
+      return AppendSlow(slot, kind, body, body_size, list, list_count, text, text_size,
+                        call_site);
+    }
+    if (pad != 0) {
+      WritePad(slot, pos, pad);
+      head += pad;
+      pos = 0;
+    }
+    uint8_t* dst = Data(slot) + pos;
+    RecordHeader* h = reinterpret_cast<RecordHeader*>(dst);
+    h->size = static_cast<uint32_t>(need);
+    h->kind = static_cast<uint16_t>(kind);
+    h->flags = 0;
+    h->thread = slot->thread;
+    h->list_count = list_count;
+    h->text_size = text_size;
+    h->reserved = 0;
+    h->index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
+    h->ticks = ReadTicks();
+    h->call_site = call_site;
+    uint8_t* p = dst + sizeof(RecordHeader);
+    std::memcpy(p, body, body_size);
+    p += body_size;
+    if (list_count != 0) {
+      std::memcpy(p, list, list_count * 8);
+      p += list_count * 8;
+    }
+    if (text_size != 0) std::memcpy(p, text, text_size);
+    slot->head.store(head + need, std::memory_order_release);
+    if (__builtin_expect(head + need - tail > (capacity_ >> 1), 0)) MaybeWake();
+    return true;
+  }
+
+  // Writer side. Visits the published records of `slot` from its tail, up to
+  // `max_records`; returns the position after the last one visited, to pass to
+  // Consume once those records are durable elsewhere.
+  uint64_t Drain(SlotHeader* slot, size_t max_records,
+                 const std::function<void(const RingRecord&)>& visit) const;
+  // Releases ring space up to `position` (from Drain).
+  static void Consume(SlotHeader* slot, uint64_t position) {
+    slot->tail.store(position, std::memory_order_release);
+  }
+  // Frees released slots that are fully drained, for reuse.
+  void ReapReleased();
+
+  // The writer waits here until an appender asks it to drain, or `timeout_ns`.
+  void WaitForWork(int64_t timeout_ns);
+  void Wake();
+
+  RingHeader* header() const { return header_; }
+  uint32_t slots_used() const { return header_->slots_used.load(std::memory_order_acquire); }
+  SlotHeader* slot(uint32_t i) const {
+    return reinterpret_cast<SlotHeader*>(base_ + kRingHeaderBytes + i * slot_bytes_);
+  }
+  uint64_t capacity() const { return capacity_; }
+  const std::string& path() const { return path_; }
+  bool tsc() const { return tsc_; }
+  uint64_t ReadTicks() const { return replay::ReadTicks(tsc_); }
+  // errno of the last failed attempt to grow the file in Claim; 0 if none.
+  int grow_error() const { return grow_error_.load(std::memory_order_relaxed); }
+
+  // Converts record ticks to ns since start_mono_ns with the current calibration.
+  int64_t TicksToEventNs(uint64_t ticks) const;
+  // Refines the tick calibration (writer thread).
+  void RefineClock();
+
+ private:
+  Ring() = default;
+  uint8_t* Data(SlotHeader* slot) const {
+    return reinterpret_cast<uint8_t*>(slot) + kSlotHeaderBytes;
+  }
+  void WritePad(SlotHeader* slot, uint64_t pos, size_t pad) {
+    RecordHeader* h = reinterpret_cast<RecordHeader*>(Data(slot) + pos);
+    h->size = static_cast<uint32_t>(pad);
+    h->kind = kPadKind;
+  }
+  bool AppendSlow(SlotHeader* slot, EventKind kind, const void* body, size_t body_size,
+                  const int64_t* list, uint32_t list_count, const void* text, uint32_t text_size,
+                  uint64_t call_site);
+  void MaybeWake();
+
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  size_t map_bytes_ = 0;
+  RingHeader* header_ = nullptr;
+  uint64_t capacity_ = 0;
+  uint64_t mask_ = 0;
+  size_t slot_bytes_ = 0;
+  bool tsc_ = false;
+  int64_t full_wait_ns_ = 0;
+  std::mutex grow_mu_;               // serialises file growth in Claim
+  std::atomic<uint32_t> work_{0};    // futex word: 1 when the writer was asked to drain
+  std::atomic<uint32_t> sleeping_{0};
+  std::atomic<int> grow_error_{0};
+};
+
+// What a reader recovers from the ring of a rank that did not close cleanly.
+struct SalvagedRing {
+  std::vector<Event> events;         // published records not yet consumed, by slot then order
+  uint64_t dropped = 0;              // records the owners counted as dropped
+  uint64_t lost_no_slot = 0;
+  int32_t fatal_signal = 0;
+  bool closed = false;               // the writer closed the ring cleanly
+  bool failed = false;               // recording stopped on an error
+  int32_t pid = 0;
+  std::vector<std::string> problems; // damaged slots or records, with offsets
+};
+
+// Reads a ring file's bytes (a copy; the process may be gone or still running)
+// and returns every record in [tail, head) of every slot. Never trusts the
+// file: bounds and sizes are checked and damage is reported, not fatal.
+// `consumed`, if given, holds each slot's tail read again after the events
+// stream was read: records before it are already in that stream (a live rank's
+// writer may have reused their space while the copy was taken), so are skipped.
+Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file,
+                                 std::span<const uint64_t> consumed = {});
+// Each slot's tail as stored in a ring file's bytes; empty if they don't parse.
+std::vector<uint64_t> RingTails(std::span<const uint8_t> file);
+
+}  // namespace replay

@@ -1,0 +1,416 @@
+# The replay trace schema. Prose specification: docs/trace-format.md.
+#
+# Rules for changing this file (see "Evolving the format" in docs/trace-format.md):
+# - never renumber, retype or remove a field; add fields with the next ordinal;
+# - a new field's default must mean "not recorded" so that old traces read correctly;
+# - a change that an older reader would silently misread bumps kMinReaderEpoch in
+#   format.h; a change to block framing bumps kFormatEpoch.
+# Invariants are written beside each field. "ns" is nanoseconds; "rank" without
+# qualification is a rank within the event's communicator.
+
+@0x820cbe0798ec388f;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("replay::schema");
+
+# ---------------------------------------------------------------------------
+# Job and rank headers
+
+enum Level {
+  meta @0;   # calls and arguments only
+  hash @1;   # + content fingerprints of send and receive buffers
+  data @2;   # + received bytes in the payload stream
+}
+
+struct KeyValue {
+  key @0 :Text;    # non-empty
+  value @1 :Text;
+}
+
+struct Module {
+  path @0 :Text;     # as the dynamic loader reports it
+  base @1 :UInt64;   # load address in the recorded process
+  size @2 :UInt64;   # bytes of address space from base
+}
+
+# `manifest` at the top of a trace directory. One per recording.
+struct JobManifest {
+  traceUuid @0 :Data;          # 16 bytes; equal to every rank header's traceUuid
+  formatEpoch @1 :UInt32;      # epoch of the writer that created the manifest
+  minReaderEpoch @2 :UInt32;   # a reader whose epoch is lower must refuse the trace
+  createdRealtimeNs @3 :Int64; # CLOCK_REALTIME when the recording started
+  command @4 :List(Text);      # what was recorded (argv of `replay record`'s COMMAND, or the first rank's command line)
+  level @5 :Level;
+  worldSize @6 :Int32;         # ranks expected, or -1 when the launcher did not say
+  recorder @7 :Text;           # "replay <version>"
+  host @8 :Text;               # host that created the manifest
+}
+
+# `header` in each rank directory. Written when the rank starts recording and
+# rewritten atomically (write to a temporary name, rename) when it closes.
+struct RankHeader {
+  traceUuid @0 :Data;          # 16 bytes; equal across the ranks of one recording
+  formatEpoch @1 :UInt32;
+  minReaderEpoch @2 :UInt32;
+  rank @3 :Int32;              # world rank from the launcher's variables; -1 if unknown when opened (see Info "mpi.world_rank")
+  worldSize @4 :Int32;         # -1 if unknown
+  host @5 :Text;
+  pid @6 :Int32;
+  startRealtimeNs @7 :Int64;   # CLOCK_REALTIME when the rank opened its trace
+  startMonotonicNs @8 :Int64;  # CLOCK_MONOTONIC at the same instant; event times count from here
+  level @9 :Level;
+  versions @10 :List(KeyValue);     # "replay", "mpi", "nccl", "cuda.driver", "libc", ...
+  environment @11 :List(KeyValue);  # launcher, rank and communication settings (REPLAY_ENV_PREFIXES)
+  commandLine @12 :List(Text);
+  cores @13 :UInt32;                # online CPUs
+  apiNames @14 :List(Text);         # Event.op.api and friends index this list; fixed for the life of the rank
+  modules @15 :List(Module);        # loaded objects, to resolve Event.callSite offline
+  state @16 :RankState;
+  closeReason @17 :CloseReason;     # meaningful when state == complete
+  closeRealtimeNs @18 :Int64;       # 0 while open
+  eventCount @19 :UInt64;           # events written, set at close
+  droppedEvents @20 :UInt64;        # events lost to a full ring (each loss is also a Drop event)
+  recordingError @21 :Text;         # why recording stopped early, if it did; empty otherwise
+}
+
+enum RankState {
+  open @0;      # the rank is recording, or died before closing (the reader tells which)
+  complete @1;  # closed; every event is in the events stream
+}
+
+enum CloseReason {
+  none @0;       # still open
+  exit @1;       # process exit (atexit) after or without MPI_Finalize
+  finalize @2;   # MPI_Finalize / last communicator destroyed
+  signal @3;     # a fatal signal; see the Signal event
+  abort @4;      # MPI_Abort, ncclCommAbort on the last communicator, or abort()
+  exec @5;       # the process replaced itself with execve
+  failed @6;     # recording itself failed (full disk, I/O error); see recordingError
+}
+
+# ---------------------------------------------------------------------------
+# Events
+
+enum OpKind {
+  other @0;
+  init @1;            # MPI_Init(_thread)
+  finalize @2;
+  abort @3;
+  barrier @4;
+  bcast @5;
+  reduce @6;
+  allreduce @7;
+  gather @8;
+  gatherv @9;
+  allgather @10;
+  allgatherv @11;
+  scatter @12;
+  scatterv @13;
+  alltoall @14;
+  alltoallv @15;
+  alltoallw @16;
+  reduceScatter @17;
+  reduceScatterBlock @18;
+  scan @19;
+  exscan @20;
+  neighborAllgather @21;
+  neighborAllgatherv @22;
+  neighborAlltoall @23;
+  neighborAlltoallv @24;
+  neighborAlltoallw @25;
+  send @26;           # any send mode; `flags` says which
+  recv @27;
+  sendrecv @28;
+  probe @29;          # probe / mprobe family
+  mrecv @30;
+  start @31;          # MPI_Start(all) of a persistent request
+  cancel @32;
+  commCreate @33;     # a communicator-creating call (dup, split, ncclCommInitRank, ...)
+  commFree @34;
+  rma @35;            # one-sided call, recorded as a call only
+  wait @36;           # completion calls (wait/test family)
+}
+
+enum DataType {
+  unknown @0;
+  int8 @1;
+  uint8 @2;
+  int16 @3;
+  uint16 @4;
+  int32 @5;
+  uint32 @6;
+  int64 @7;
+  uint64 @8;
+  float16 @9;
+  bfloat16 @10;
+  float32 @11;
+  float64 @12;
+  float128 @13;       # long double
+  complex64 @14;
+  complex128 @15;
+  byte @16;           # untyped bytes (MPI_BYTE, MPI_PACKED)
+  bool @17;
+  fp8e4m3 @18;
+  fp8e5m2 @19;
+  pair @20;           # MPI_FLOAT_INT and friends (MINLOC/MAXLOC)
+  derived @21;        # a derived MPI datatype; see dtypeSig
+}
+
+enum RedOp {
+  none @0;
+  sum @1;
+  prod @2;
+  max @3;
+  min @4;
+  avg @5;
+  land @6;
+  lor @7;
+  lxor @8;
+  band @9;
+  bor @10;
+  bxor @11;
+  minloc @12;
+  maxloc @13;
+  replace @14;
+  custom @15;          # user-defined (MPI_Op_create, ncclRedOpCreatePreMulSum)
+}
+
+enum EntropySource {
+  getrandom @0;
+  getentropy @1;
+  devUrandom @2;      # read(2) from /dev/urandom
+  devRandom @3;       # read(2) from /dev/random
+  randomDevice @4;    # std::random_device
+}
+
+enum SeedSource {
+  srand @0;
+  srandom @1;
+  randR @2;           # the seed value passed to the first rand_r call on a state
+  initstate @3;
+  curand @4;          # cuRAND generator seed
+  curandOffset @5;
+  other @6;
+}
+
+enum CudaOp {
+  streamCreate @0;
+  streamDestroy @1;
+  eventCreate @2;
+  eventDestroy @3;
+  eventRecord @4;
+  streamWaitEvent @5;
+  eventSynchronize @6;
+  eventQuery @7;
+  streamSynchronize @8;
+  streamQuery @9;
+  ctxSynchronize @10;
+  captureBegin @11;
+  captureEnd @12;
+  graphInstantiate @13;
+  graphLaunch @14;
+  memcpyAsync @15;
+  memsetAsync @16;
+  memcpy @17;
+  kernels @18;        # count only: kernels launched on `stream` since the previous record
+  setDevice @19;
+}
+
+enum ErrorSource {
+  mpi @0;
+  nccl @1;
+  cuda @2;
+  recorder @3;
+}
+
+# Fingerprint of a buffer: xxHash3-64 over its bytes in memory order (derived MPI
+# datatypes: over the packed bytes) plus NaN and infinity counts for floating
+# types. Valid only when `hash` != 0 or the owning flags say so.
+
+struct EventBlock {
+  firstIndex @0 :UInt64;   # index of the first event of `events`
+  baseTimeNs @1 :Int64;    # reference for the first event's timeDeltaNs
+  events @2 :List(Event);
+}
+
+struct Event {
+  # Index: per-rank, dense from 0 in append order across all threads.
+  # index = previous event's index in this block + 1 + indexGap
+  # (the first event of a block: firstIndex + indexGap). Usually 0.
+  indexGap @0 :Int64;
+  # time (ns since RankHeader.startMonotonicNs) = previous event's time in the
+  # block + timeDeltaNs (the first event: baseTimeNs + timeDeltaNs). Threads
+  # interleave, so deltas may be negative.
+  timeDeltaNs @1 :Int64;
+  thread @2 :UInt32;        # per-rank thread number; 0 is the first thread that recorded
+  callSite @3 :UInt64;      # return address into the caller of the intercepted function; 0 if unknown
+
+  union {
+    # A communication call was entered. Appended before the real call, so a rank
+    # that blocks inside it still shows it.
+    op :group {
+      api @4 :UInt16;          # index into RankHeader.apiNames
+      kind @5 :OpKind;
+      flags @6 :UInt16;        # OpFlags in format.h
+      comm @7 :UInt64;         # job-wide communicator identity (CommCreate.comm); 0 for calls without one
+      seq @8 :UInt64;          # per-communicator collective sequence number, from 1; 0 for point-to-point
+      peerSeq @9 :UInt64;      # point-to-point: sequence number per (comm, peer, direction), from 1
+      count @10 :Int64;        # elements (v-collectives: this rank's total, per-rank values in `counts`)
+      dtype @11 :DataType;
+      dtypeSize @12 :UInt32;   # bytes per element (derived types: packed size)
+      dtypeSig @13 :UInt64;    # derived types: hash of the type signature; 0 for predefined
+      redop @14 :RedOp;
+      root @15 :Int32;         # rooted collectives; -1 otherwise
+      peer @16 :Int32;         # point-to-point peer; -1 any source, -2 MPI_PROC_NULL, -3 none
+      tag @17 :Int32;          # -1 any tag; 0 where not applicable
+      sendBuf @18 :UInt64;     # address in the recorded process
+      recvBuf @19 :UInt64;
+      stream @20 :UInt64;      # CUDA stream handle for NCCL ops; 0 otherwise
+      request @21 :UInt64;     # non-blocking ops: per-rank request id (from 1), completed by a Completion
+      group @22 :UInt32;       # NCCL group id the call belongs to; 0 outside a group
+      bytes @23 :UInt64;       # bytes this rank sends (or contributes)
+      sendHash @24 :UInt64;    # fingerprint of the send buffer before the call (flag hasSendHash)
+      sendNan @25 :UInt32;
+      sendInf @26 :UInt32;
+      counts @27 :List(Int64); # v-collectives: per-rank counts; empty otherwise
+    }
+
+    # The call returned. Same thread as its `op`, next event of that thread for
+    # the same call.
+    ret :group {
+      api @28 :UInt16;
+      rc @29 :Int32;           # the real function's return code, as the application saw it
+      comm @30 :UInt64;
+      seq @31 :UInt64;
+      peerSeq @32 :UInt64;
+      request @33 :UInt64;     # non-blocking: the request id issued (0 if none)
+      recvHash @34 :UInt64;    # fingerprint of received data after a blocking call (flag hasRecvHash)
+      recvNan @35 :UInt32;
+      recvInf @36 :UInt32;
+      source @37 :Int32;       # receives and probes: matched source rank; -3 otherwise
+      tag @38 :Int32;          # receives and probes: matched tag
+      recvCount @39 :Int64;    # receives: elements received (MPI_Get_count); -1 otherwise
+      payloadHash @40 :UInt64; # level data: payload stream key of the received bytes; 0 none
+      payloadSize @41 :UInt64;
+      flags @42 :UInt16;       # OpFlags
+    }
+
+    # A non-blocking operation (request) or a GPU operation completed.
+    completion :group {
+      request @43 :UInt64;     # the op's request id; GPU ops: their request id too
+      api @44 :UInt16;         # the call that observed completion (MPI_Wait, a CUDA event poll, ...)
+      comm @45 :UInt64;
+      seq @46 :UInt64;
+      peerSeq @47 :UInt64;
+      rc @48 :Int32;
+      recvHash @49 :UInt64;
+      recvNan @50 :UInt32;
+      recvInf @51 :UInt32;
+      source @52 :Int32;
+      tag @53 :Int32;
+      recvCount @54 :Int64;
+      payloadHash @55 :UInt64;
+      payloadSize @56 :UInt64;
+      flags @57 :UInt16;
+      cancelled @58 :Bool;
+    }
+
+    # The nondeterministic outcome of a test, probe or wait-any/some call.
+    test :group {
+      api @59 :UInt16;
+      flag @60 :Bool;          # Test*/Iprobe: whether it succeeded
+      index @61 :Int32;        # Waitany/Testany: the completed index; -1 (MPI_UNDEFINED) none
+      indices @62 :List(Int32);# Waitsome/Testsome: completed indices in returned order
+      source @63 :Int32;       # probes: matched source
+      tag @64 :Int32;
+      count @65 :Int64;        # probes: elements of the matched message
+      comm @66 :UInt64;
+      rc @67 :Int32;
+    }
+
+    commCreate :group {
+      comm @68 :UInt64;        # job-wide identity: hash of (parent, parentSeq, color) or of the NCCL unique id; equal on every member
+      parent @69 :UInt64;      # identity of the communicator it was derived from; 0 for roots (WORLD, SELF, NCCL by unique id)
+      api @70 :UInt16;         # creating call
+      parentSeq @71 :UInt64;   # the creating call's sequence number on `parent`
+      color @72 :Int64;        # split colour / type; 0 otherwise
+      key @73 :Int64;          # split key; 0 otherwise
+      size @74 :Int32;         # members
+      rank @75 :Int32;         # this process's rank in it
+      members @76 :List(Int32);# world ranks in communicator-rank order; empty if unknown
+      handle @77 :UInt64;      # process-local handle value, to map calls to identity
+      flags @78 :UInt16;       # CommFlags in format.h
+      uniqueId @79 :UInt64;    # NCCL: hash of the unique id; 0 otherwise
+      device @80 :Int32;       # NCCL: CUDA device of the communicator; -1 otherwise
+    }
+
+    commFree :group {
+      comm @81 :UInt64;
+      api @82 :UInt16;         # free, destroy, finalize, abort, revoke, shrink source
+      rc @83 :Int32;
+    }
+
+    group :group {
+      isEnd @84 :Bool;         # false: group start; true: group end
+      id @85 :UInt32;          # group id, from 1; the outermost end is the enqueue point
+      depth @86 :UInt32;       # nesting depth after a start / before an end (1 = outermost)
+      api @87 :UInt16;
+      rc @88 :Int32;
+    }
+
+    entropy :group {
+      source @89 :EntropySource;
+      requested @90 :UInt64;   # bytes asked for
+      flags @91 :UInt32;       # getrandom flags
+      bytes @92 :Data;         # bytes returned to the application (length = what the call returned)
+      rc @93 :Int64;           # the call's return value
+    }
+
+    seed :group {
+      source @94 :SeedSource;
+      value @95 :UInt64;
+      state @96 :UInt64;       # address of the generator state (rand_r, initstate); 0 otherwise
+    }
+
+    cuda :group {
+      op @97 :CudaOp;
+      stream @98 :UInt64;
+      event @99 :UInt64;
+      graph @100 :UInt64;
+      other @101 :UInt64;      # streamWaitEvent: the waiting stream; memcpy: direction
+      rc @102 :Int32;
+      count @103 :UInt64;      # kernels: launches counted; memcpy/memset: bytes
+      device @104 :Int32;
+    }
+
+    mark :group {
+      name @105 :Text;         # at most 63 bytes
+      value @106 :Int64;
+    }
+
+    error :group {
+      source @107 :ErrorSource;
+      code @108 :Int32;
+      comm @109 :UInt64;
+      message @110 :Text;
+    }
+
+    signal :group {
+      signo @111 :Int32;
+      code @112 :Int32;        # si_code
+      address @113 :UInt64;    # si_addr for faults
+      fatal @114 :Bool;        # the signal's disposition was to terminate
+    }
+
+    # Events lost on this thread because its ring was full. Never silent.
+    drop :group {
+      count @115 :UInt64;
+    }
+
+    # A fact learned during the run, e.g. "mpi.world_rank" once MPI_Init returns.
+    info :group {
+      key @116 :Text;
+      value @117 :Text;
+    }
+  }
+}

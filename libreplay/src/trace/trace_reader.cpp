@@ -1,0 +1,390 @@
+#include "replay/trace_reader.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "trace/block.h"
+#include "trace/event_codec.h"
+#include "trace/format.h"
+#include "trace/ring.h"
+#include "util/mapped_file.h"
+
+namespace replay {
+namespace {
+
+// Rank from a directory name "rank-00003" (or "rank-00003.p123"); -1 otherwise.
+int32_t RankFromName(const std::string& name) {
+  const std::string prefix = format::kRankDirPrefix;
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  int32_t r = 0;
+  size_t i = prefix.size();
+  if (i >= name.size() || !isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  for (; i < name.size() && isdigit(static_cast<unsigned char>(name[i])); ++i) {
+    r = r * 10 + (name[i] - '0');
+    if (r > 100000000) return -1;
+  }
+  return r;
+}
+
+bool IsRankDirName(const std::string& name) {
+  return RankFromName(name) >= 0 || name.compare(0, 4, "pid-") == 0;
+}
+
+// Whether the process recording into `ring_path` still holds its lock.
+bool RingLocked(const std::string& ring_path) {
+  int fd = open(ring_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return locked;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t end = path.find_last_not_of('/');
+  if (end == std::string::npos) return path;
+  size_t slash = path.rfind('/', end);
+  return path.substr(slash == std::string::npos ? 0 : slash + 1,
+                     end - (slash == std::string::npos ? 0 : slash + 1) + 1);
+}
+
+}  // namespace
+
+std::string_view RankStatusName(RankStatus status) {
+  switch (status) {
+    case RankStatus::kComplete: return "complete";
+    case RankStatus::kSalvaged: return "salvaged after crash";
+    case RankStatus::kRunning: return "still being written";
+    case RankStatus::kFailed: return "recording failed";
+  }
+  return "unknown";
+}
+
+Result<std::unique_ptr<RankReader>> RankReader::Open(const std::string& dir,
+                                                     const ReadOptions& options) {
+  std::unique_ptr<RankReader> r(new RankReader());
+  r->dir_ = dir;
+  REPLAY_RETURN_IF_ERROR(r->Load(options));
+  return r;
+}
+
+Status RankReader::Load(const ReadOptions& options) {
+  if (!IsDirectory(dir_)) {
+    return Status::NotFound(dir_ + " is not a directory: expected a rank directory of a trace");
+  }
+  std::string header_path = dir_ + "/" + format::kHeaderFile;
+  std::string events_path = dir_ + "/" + format::kEventsFile;
+  std::string ring_path = dir_ + "/" + format::kRingFile;
+
+  // Header.
+  auto header_file = MappedFile::Open(header_path);
+  if (header_file.ok()) {
+    auto h = DecodeRankHeader(header_file->bytes(), header_path);
+    if (h.ok()) {
+      header_ = std::move(h).value();
+      header_ok_ = true;
+    } else if (h.status().code() == Status::Code::kVersion ||
+               h.status().code() == Status::Code::kNotATrace) {
+      return h.status();
+    } else {
+      problems_.push_back({header_path, 0, 0, false, h.status().message()});
+    }
+  } else {
+    problems_.push_back({header_path, 0, 0, false, header_file.status().message()});
+  }
+
+  // A running rank's ring is copied before its events stream is read, so that
+  // nothing the writer moves from one to the other in between is missed.
+  bool ring_exists = FileExists(ring_path);
+  bool running = ring_exists && RingLocked(ring_path);
+  bool want_ring = options.salvage_ring && ring_exists && !(header_ok_ && header_.complete);
+  std::optional<MappedFile> ring_copy;
+  if (want_ring) {
+    auto m = MappedFile::Open(ring_path, /*copy=*/true);
+    if (m.ok()) {
+      ring_copy = std::move(m).value();
+    } else {
+      problems_.push_back({ring_path, 0, 0, false, m.status().message()});
+    }
+  }
+
+  // Events stream.
+  auto events_file = MappedFile::Open(events_path);
+  bool have_events = false;
+  if (events_file.ok()) {
+    auto bytes = events_file->bytes();
+    stats_.stored_bytes = bytes.size();
+    format::FileHeader fh;
+    Status st = CheckFileHeader(bytes, format::StreamKind::kEvents, events_path, &fh);
+    if (st.code() == Status::Code::kVersion || st.code() == Status::Code::kNotATrace) return st;
+    if (st.ok()) {
+      have_events = true;
+      BlockScanner scanner(bytes, fh.header_size);
+      BlockCodec codec;
+      std::string raw;
+      FoundBlock block;
+      while (scanner.Next(&block)) {
+        if (block.header.kind != static_cast<uint8_t>(format::BlockKind::kEvents)) continue;
+        Status ds = codec.Decode(block.header, block.stored, &raw);
+        if (ds.ok()) {
+          ds = DecodeEventBlock(
+              std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()),
+              &events_);
+        }
+        if (!ds.ok()) {
+          problems_.push_back({events_path, block.offset,
+                               sizeof(format::BlockHeader) + block.header.stored_size, false,
+                               ds.message()});
+          continue;
+        }
+        ++stats_.blocks;
+        stats_.raw_bytes += raw.size();
+      }
+      for (const BlockProblem& p : scanner.problems()) {
+        std::string msg = p.torn_tail ? (running ? "last block still being written (" + p.reason + ")"
+                                                 : "torn tail: " + p.reason)
+                                      : "damaged block skipped: " + p.reason;
+        problems_.push_back({events_path, p.offset, p.length, p.torn_tail, msg});
+      }
+    } else {
+      problems_.push_back({events_path, 0, 0, false, st.message()});
+    }
+  } else if (events_file.status().code() != Status::Code::kNotFound || !ring_exists) {
+    problems_.push_back({events_path, 0, 0, false, events_file.status().message()});
+  }
+
+  // Ring.
+  bool have_ring = false;
+  bool ring_failed = false;
+  if (ring_copy) {
+    std::vector<uint64_t> tails;
+    if (running) {
+      if (auto again = MappedFile::Open(ring_path, true); again.ok()) tails = RingTails(again->bytes());
+    }
+    auto salvaged = SalvageRing(ring_copy->bytes(), tails);
+    if (salvaged.ok()) {
+      have_ring = true;
+      ring_failed = salvaged->failed;
+      stats_.dropped += salvaged->dropped + salvaged->lost_no_slot;
+      std::vector<uint64_t> have;
+      have.reserve(events_.size());
+      for (const Event& e : events_) have.push_back(e.index);
+      std::sort(have.begin(), have.end());
+      for (Event& e : salvaged->events) {
+        if (std::binary_search(have.begin(), have.end(), e.index)) continue;
+        events_.push_back(std::move(e));
+        ++stats_.salvaged;
+      }
+      for (const std::string& p : salvaged->problems) problems_.push_back({ring_path, 0, 0, false, p});
+    } else if (salvaged.status().code() == Status::Code::kVersion) {
+      return salvaged.status();
+    } else {
+      problems_.push_back({ring_path, 0, 0, false, salvaged.status().message()});
+    }
+  }
+
+  if (!header_ok_ && !have_events && !have_ring) {
+    return Status::Corruption(dir_ + " holds no readable header, events or ring");
+  }
+
+  // Order, de-duplicate, and account for gaps.
+  std::stable_sort(events_.begin(), events_.end(),
+                   [](const Event& a, const Event& b) { return a.index < b.index; });
+  events_.erase(std::unique(events_.begin(), events_.end(),
+                            [](const Event& a, const Event& b) { return a.index == b.index; }),
+                events_.end());
+  for (size_t i = 0; i < events_.size(); ++i) {
+    uint64_t expected = i == 0 ? 0 : events_[i - 1].index + 1;
+    if (events_[i].index > expected) stats_.missing += events_[i].index - expected;
+    if (events_[i].kind == EventKind::kDrop) stats_.dropped += events_[i].drop.count;
+  }
+  if (stats_.missing > 0) {
+    problems_.push_back({events_path, 0, 0, false,
+                         std::to_string(stats_.missing) + " events missing from the index sequence"});
+  }
+
+  if (header_ok_ && header_.complete) {
+    status_ = header_.close_reason == CloseReason::kFailed ? RankStatus::kFailed : RankStatus::kComplete;
+  } else if (running) {
+    status_ = RankStatus::kRunning;
+  } else if ((header_ok_ && header_.close_reason == CloseReason::kFailed) || ring_failed) {
+    status_ = RankStatus::kFailed;
+  } else {
+    status_ = RankStatus::kSalvaged;
+  }
+
+  rank_ = header_ok_ ? header_.rank : -1;
+  if (rank_ < 0) {
+    for (const Event& e : events_) {
+      if (e.kind == EventKind::kInfo && e.info_key() == "mpi.world_rank") {
+        rank_ = std::atoi(std::string(e.info_value()).c_str());
+        break;
+      }
+    }
+  }
+  if (rank_ < 0) rank_ = RankFromName(BaseName(dir_));
+  if (!header_ok_) header_.rank = rank_;
+
+  if (auto st = MappedFile::Open(dir_ + "/" + format::kPayloadsFile); st.ok()) {
+    stats_.payload_bytes = st->bytes().size();
+  }
+  return Status::Ok();
+}
+
+bool RankReader::has_payloads() const {
+  return FileExists(dir_ + "/" + format::kPayloadsFile);
+}
+
+Status RankReader::IndexPayloads() const {
+  if (payloads_indexed_) return Status::Ok();
+  payload_file_ = dir_ + "/" + format::kPayloadsFile;
+  auto file = MappedFile::Open(payload_file_);
+  if (!file.ok()) {
+    if (file.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound(dir_ + " has no payloads: record at level data to keep received bytes");
+    }
+    return file.status();
+  }
+  format::FileHeader fh;
+  REPLAY_RETURN_IF_ERROR(CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, payload_file_, &fh));
+  BlockScanner scanner(file->bytes(), fh.header_size);
+  FoundBlock block;
+  while (scanner.Next(&block)) {
+    if (block.header.kind == static_cast<uint8_t>(format::BlockKind::kPayload)) {
+      payload_blocks_.emplace(block.header.tag, block.offset);
+    }
+  }
+  payloads_indexed_ = true;
+  return Status::Ok();
+}
+
+Result<std::string> RankReader::Payload(uint64_t hash) const {
+  REPLAY_RETURN_IF_ERROR(IndexPayloads());
+  auto range = payload_blocks_.equal_range(hash);
+  if (range.first == range.second) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash));
+    return Status::NotFound(std::string("payload ") + buf + " is not in " + payload_file_);
+  }
+  REPLAY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(payload_file_));
+  auto bytes = file.bytes();
+  std::vector<std::pair<uint64_t, std::string>> parts;
+  BlockCodec codec;
+  for (auto it = range.first; it != range.second; ++it) {
+    BlockScanner scanner(bytes, it->second);
+    FoundBlock block;
+    if (!scanner.Next(&block) || block.offset != it->second) {
+      return Status::Corruption("payload block at offset " + std::to_string(it->second) + " of " +
+                                payload_file_ + " changed while reading");
+    }
+    std::string raw;
+    REPLAY_RETURN_IF_ERROR(codec.Decode(block.header, block.stored, &raw));
+    parts.emplace_back(block.header.aux, std::move(raw));
+  }
+  std::sort(parts.begin(), parts.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out;
+  for (auto& [offset, raw] : parts) {
+    if (offset != out.size()) {
+      if (offset < out.size()) continue;  // the same part stored twice
+      return Status::Corruption("payload parts of " + payload_file_ + " are incomplete");
+    }
+    out += raw;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
+  std::unique_ptr<TraceReader> t(new TraceReader());
+  t->dir_ = dir;
+  if (!FileExists(dir)) {
+    return Status::NotFound(dir + " does not exist: give the directory `replay record -o` wrote");
+  }
+  if (!IsDirectory(dir)) {
+    // A single file: a trace stream or something else entirely.
+    auto f = MappedFile::Open(dir);
+    if (f.ok() && f->bytes().size() >= 8 && std::memcmp(f->bytes().data(), format::kFileMagic, 8) == 0) {
+      return Status::InvalidArgument(dir + " is one file of a trace; give the trace directory instead");
+    }
+    return Status::NotATrace(dir + " is not a trace directory (it is a file)");
+  }
+  std::string manifest_path = dir + "/" + format::kManifestFile;
+  if (FileExists(manifest_path)) {
+    auto mf = MappedFile::Open(manifest_path);
+    if (mf.ok()) {
+      auto m = DecodeJobManifest(mf->bytes(), manifest_path);
+      if (m.ok()) {
+        t->manifest_ = std::move(m).value();
+      } else if (m.status().code() == Status::Code::kVersion) {
+        return m.status();
+      } else {
+        t->problems_.push_back({manifest_path, 0, 0, false, m.status().message()});
+      }
+    }
+  }
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno("cannot list " + dir, errno);
+  std::vector<std::string> names;
+  while (dirent* ent = readdir(d)) {
+    std::string name = ent->d_name;
+    if (IsRankDirName(name) && IsDirectory(dir + "/" + name)) names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    RankEntry e;
+    e.dir = dir + "/" + name;
+    e.name = name;
+    std::string hp = e.dir + "/" + format::kHeaderFile;
+    if (auto hf = MappedFile::Open(hp); hf.ok()) {
+      auto h = DecodeRankHeader(hf->bytes(), hp);
+      if (h.ok()) {
+        e.header = std::move(h).value();
+        e.header_ok = true;
+      } else if (h.status().code() == Status::Code::kVersion) {
+        return h.status();
+      }
+    }
+    e.rank = e.header_ok && e.header.rank >= 0 ? e.header.rank : RankFromName(name);
+    if (e.header_ok && t->manifest_ && e.header.trace_uuid != t->manifest_->trace_uuid) {
+      t->problems_.push_back({e.dir, 0, 0, false,
+                              "belongs to another recording (trace " +
+                                  UuidToString(e.header.trace_uuid) + ", directory is " +
+                                  UuidToString(t->manifest_->trace_uuid) + "): ignored"});
+      continue;
+    }
+    t->ranks_.push_back(std::move(e));
+  }
+  if (t->ranks_.empty()) {
+    if (t->manifest_) {
+      return Status::Unavailable(dir + " holds a trace manifest but no ranks yet: the job has not "
+                                       "made a recorded call (is it running under replay?)");
+    }
+    return Status::NotATrace(dir + " is not a trace directory: no manifest and no rank-* "
+                                   "directories (record one with `replay record -o " + dir + " -- ...`)");
+  }
+  std::stable_sort(t->ranks_.begin(), t->ranks_.end(), [](const RankEntry& a, const RankEntry& b) {
+    if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;
+    return a.rank < b.rank;
+  });
+  return t;
+}
+
+Result<std::unique_ptr<RankReader>> TraceReader::OpenRank(size_t i, const ReadOptions& options) const {
+  if (i >= ranks_.size()) return Status::InvalidArgument("no rank entry " + std::to_string(i));
+  return RankReader::Open(ranks_[i].dir, options);
+}
+
+const RankEntry* TraceReader::FindRank(int32_t rank) const {
+  for (const RankEntry& e : ranks_) {
+    if (e.rank == rank) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace replay

@@ -1,0 +1,480 @@
+#include "replay/trace_writer.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "trace/block.h"
+#include "trace/event_codec.h"
+#include "trace/format.h"
+#include "trace/ring.h"
+#include "util/clock.h"
+#include "util/file_system.h"
+
+namespace replay {
+namespace {
+
+// Writers alive in this process, by generation, so that a thread-exit hook
+// never touches the ring of a writer that is gone.
+std::mutex g_live_mu;
+std::set<uint64_t>& LiveWriters() {
+  static auto* s = new std::set<uint64_t>();
+  return *s;
+}
+std::atomic<uint64_t> g_next_generation{1};
+
+struct ThreadSlotCache {
+  uint64_t generation = 0;
+  SlotHeader* slot = nullptr;
+  ~ThreadSlotCache() {
+    if (slot == nullptr) return;
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    if (LiveWriters().count(generation) != 0) Ring::Release(slot);
+    slot = nullptr;
+  }
+};
+thread_local ThreadSlotCache t_slot;
+
+std::string RankDirName(int32_t rank, int32_t pid) {
+  char buf[48];
+  if (rank >= 0) {
+    std::snprintf(buf, sizeof(buf), "%s%05d", format::kRankDirPrefix, rank);
+  } else {
+    std::snprintf(buf, sizeof(buf), "pid-%d", pid);
+  }
+  return buf;
+}
+
+int64_t Tid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+
+struct PendingRecord {
+  uint64_t index;
+  RingRecord rec;
+};
+
+}  // namespace
+
+struct TraceWriter::State {
+  FileSystem* fs = nullptr;
+  std::unique_ptr<Ring> ring;
+  std::unique_ptr<WritableFile> events;
+  std::unique_ptr<WritableFile> payloads;
+  std::thread background;
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> next_thread{0};
+
+  std::mutex drain_mu;  // one drain at a time; guards everything below
+  BlockCodec codec;
+  EventBlockEncoder encoder;
+  std::vector<PendingRecord> pending;
+  std::vector<uint64_t> slot_end;
+  std::string raw;
+  std::string out;
+
+  std::mutex payload_mu;
+  std::unordered_set<uint64_t> payload_seen;
+  BlockCodec payload_codec{1};
+  std::string payload_out;
+
+  mutable std::mutex failure_mu;
+  Status failure;
+  std::once_flag failure_reported;
+
+  std::mutex header_mu;  // guards options_.header updates after Start
+
+  std::atomic<uint64_t> events_written{0};
+  std::atomic<uint64_t> blocks_written{0};
+  std::atomic<uint64_t> raw_bytes{0};
+  std::atomic<uint64_t> stored_bytes{0};
+  std::atomic<uint64_t> payload_bytes{0};
+  std::atomic<uint64_t> payload_stored{0};
+  std::atomic<uint64_t> drops_reported{0};
+  std::atomic<bool> signal_closed{false};
+};
+
+TraceWriter::TraceWriter(WriterOptions options)
+    : options_(std::move(options)), state_(std::make_unique<State>()) {}
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(WriterOptions options) {
+  std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(options)));
+  REPLAY_RETURN_IF_ERROR(w->Start());
+  return w;
+}
+
+Status TraceWriter::Start() {
+  State& st = *state_;
+  st.fs = options_.fs != nullptr ? options_.fs : FileSystem::Default();
+  st.codec.set_level(options_.zstd_level);
+  RankHeader& h = options_.header;
+  if (h.trace_uuid == Uuid{}) h.trace_uuid = NewUuid();
+  h.format_epoch = format::kFormatEpoch;
+  h.min_reader_epoch = format::kMinReaderEpoch;
+  if (h.pid == 0) h.pid = getpid();
+  if (h.start_monotonic_ns == 0) h.start_monotonic_ns = MonotonicNs();
+  if (h.start_realtime_ns == 0) h.start_realtime_ns = RealtimeNs();
+  h.complete = false;
+  h.close_reason = CloseReason::kNone;
+  if (options_.dir.empty()) return Status::InvalidArgument("no trace directory given");
+
+  REPLAY_RETURN_IF_ERROR(st.fs->CreateDirs(options_.dir, 0700).WithContext("trace directory"));
+  std::string base = options_.dir + "/" + RankDirName(h.rank, h.pid);
+  rank_dir_ = base;
+  Status made = st.fs->CreateDirExclusive(rank_dir_, 0700);
+  if (!made.ok()) {
+    // Another process of this job already uses the name (a launcher wrapper
+    // with the same rank variables): keep both, apart.
+    rank_dir_ = base + ".p" + std::to_string(h.pid);
+    REPLAY_RETURN_IF_ERROR(st.fs->CreateDirExclusive(rank_dir_, 0700).WithContext(
+        "rank directory (" + base + " is taken by another recording; use a new trace directory)"));
+  }
+
+  std::string manifest_path = options_.dir + "/" + format::kManifestFile;
+  if (access(manifest_path.c_str(), F_OK) != 0) {
+    JobManifest m = options_.manifest;
+    m.trace_uuid = h.trace_uuid;
+    m.format_epoch = format::kFormatEpoch;
+    m.min_reader_epoch = format::kMinReaderEpoch;
+    if (m.created_realtime_ns == 0) m.created_realtime_ns = h.start_realtime_ns;
+    if (m.command.empty()) m.command = h.command_line;
+    if (m.host.empty()) m.host = h.host;
+    m.level = h.level;
+    REPLAY_RETURN_IF_ERROR(st.fs->WriteAtomic(manifest_path, EncodeJobManifest(m)));
+  }
+  REPLAY_RETURN_IF_ERROR(WriteHeader(false));
+
+  REPLAY_ASSIGN_OR_RETURN(st.events, st.fs->OpenAppend(rank_dir_ + "/" + format::kEventsFile, true));
+  std::string fh;
+  EncodeFileHeader(format::StreamKind::kEvents, h.trace_uuid.data(), &fh);
+  REPLAY_RETURN_IF_ERROR(st.events->Append(fh));
+
+  RingOptions ro;
+  ro.capacity = options_.ring_slot_bytes;
+  ro.max_slots = options_.ring_max_slots;
+  ro.start_mono_ns = h.start_monotonic_ns;
+  ro.full_wait_ns = options_.full_wait_ns;
+  REPLAY_ASSIGN_OR_RETURN(st.ring,
+                          Ring::Create(rank_dir_ + "/" + format::kRingFile, ro, h.trace_uuid.data()));
+
+  generation_ = g_next_generation.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    LiveWriters().insert(generation_);
+  }
+  recording_.store(true, std::memory_order_release);
+  if (options_.background_thread) {
+    st.background = std::thread([this] {
+      // Signals belong to the application's threads, never to ours.
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);
+      pthread_setname_np(pthread_self(), "replay-writer");
+      BackgroundLoop();
+    });
+  }
+  return Status::Ok();
+}
+
+TraceWriter::~TraceWriter() {
+  if (!closed() && state_->ring != nullptr) Close(CloseReason::kExit);
+  if (state_->background.joinable()) {
+    state_->stop.store(true);
+    state_->ring->Wake();
+    state_->background.join();
+  }
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  LiveWriters().erase(generation_);
+}
+
+SlotHeader* TraceWriter::ThreadSlot() {
+  if (__builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)) {
+    return t_slot.slot;
+  }
+  SlotHeader* s = state_->ring->Claim(state_->next_thread.fetch_add(1), Tid());
+  if (s == nullptr) {
+    if (int err = state_->ring->grow_error(); err != 0) {
+      Fail(Status::FromErrno("cannot grow the recording ring in " + rank_dir_, err));
+    }
+    return nullptr;
+  }
+  t_slot.generation = generation_;
+  t_slot.slot = s;
+  return s;
+}
+
+void TraceWriter::ReleaseThreadSlot() {
+  if (t_slot.generation == generation_ && t_slot.slot != nullptr) {
+    Ring::Release(t_slot.slot);
+    t_slot.slot = nullptr;
+  }
+}
+
+bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
+                            std::span<const int64_t> list, std::string_view text,
+                            uint64_t call_site) {
+  if (!recording_.load(std::memory_order_relaxed)) return false;
+  SlotHeader* slot = ThreadSlot();
+  if (slot == nullptr) {
+    state_->ring->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return state_->ring->AppendRecord(slot, kind, body, body_size, list.data(),
+                                    static_cast<uint32_t>(list.size()), text.data(),
+                                    static_cast<uint32_t>(text.size()), call_site);
+}
+
+bool TraceWriter::Append(const Event& e) {
+  return AppendRaw(e.kind, &e.op, EventBodySize(e.kind), e.list, e.text, e.call_site);
+}
+
+Result<PayloadRef> TraceWriter::StorePayload(std::span<const uint8_t> bytes, uint64_t hash) {
+  State& st = *state_;
+  PayloadRef ref{hash, bytes.size()};
+  if (!recording()) return failure().ok() ? Status::Unavailable("trace is closed") : failure();
+  std::lock_guard<std::mutex> lock(st.payload_mu);
+  if (!st.payload_seen.insert(hash).second) return ref;
+  st.payload_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
+  if (st.payloads == nullptr) {
+    auto f = st.fs->OpenAppend(rank_dir_ + "/" + format::kPayloadsFile, true);
+    if (!f.ok()) {
+      Fail(f.status());
+      return f.status();
+    }
+    st.payloads = std::move(f).value();
+    std::string fh;
+    EncodeFileHeader(format::StreamKind::kPayloads, options_.header.trace_uuid.data(), &fh);
+    if (Status s = st.payloads->Append(fh); !s.ok()) {
+      Fail(s);
+      return s;
+    }
+  }
+  // Written by the calling thread, so the bytes are in the page cache before
+  // the event that refers to them can be appended: nothing dangles after a kill.
+  size_t offset = 0;
+  do {
+    size_t n = std::min<size_t>(bytes.size() - offset, format::kPayloadPartBytes);
+    st.payload_out.clear();
+    Status s = st.payload_codec.Encode(format::BlockKind::kPayload, hash, offset,
+                                       bytes.subspan(offset, n), &st.payload_out);
+    if (s.ok()) s = st.payloads->Append(st.payload_out);
+    if (!s.ok()) {
+      st.payload_seen.erase(hash);
+      Fail(s);
+      return s;
+    }
+    st.payload_stored.fetch_add(st.payload_out.size(), std::memory_order_relaxed);
+    offset += n;
+  } while (offset < bytes.size());
+  return ref;
+}
+
+void TraceWriter::Fail(const Status& status) {
+  State& st = *state_;
+  {
+    std::lock_guard<std::mutex> lock(st.failure_mu);
+    if (st.failure.ok()) st.failure = status;
+  }
+  recording_.store(false, std::memory_order_release);
+  if (st.ring != nullptr) st.ring->header()->failed.store(1, std::memory_order_release);
+  std::call_once(st.failure_reported, [&] {
+    if (options_.on_failure) {
+      options_.on_failure(status);
+    } else {
+      std::fprintf(stderr, "replay: recording stopped: %s; the program continues unrecorded\n",
+                   status.ToString().c_str());
+    }
+  });
+}
+
+Status TraceWriter::failure() const {
+  std::lock_guard<std::mutex> lock(state_->failure_mu);
+  return state_->failure;
+}
+
+void TraceWriter::BackgroundLoop() {
+  State& st = *state_;
+  int rounds = 0;
+  while (!st.stop.load(std::memory_order_acquire)) {
+    st.ring->WaitForWork(options_.flush_interval_ns);
+    if (int signo = signal_close_.load(std::memory_order_acquire); signo != 0) {
+      Close(CloseReason::kSignal);
+      st.signal_closed.store(true, std::memory_order_release);
+      return;
+    }
+    if (!recording()) continue;
+    if (Status s = DrainOnce(); !s.ok()) Fail(s);
+    if (++rounds % 16 == 0) st.ring->RefineClock();
+  }
+}
+
+Status TraceWriter::DrainOnce() {
+  State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.drain_mu);
+  Ring& ring = *st.ring;
+  for (;;) {
+    uint32_t slots = ring.slots_used();
+    st.pending.clear();
+    st.slot_end.assign(slots, 0);
+    size_t budget = options_.block_events * 8;
+    for (uint32_t i = 0; i < slots; ++i) {
+      SlotHeader* s = ring.slot(i);
+      if (s->state.load(std::memory_order_acquire) == kSlotFree) {
+        st.slot_end[i] = UINT64_MAX;
+        continue;
+      }
+      st.slot_end[i] = ring.Drain(s, budget, [&](const RingRecord& r) {
+        st.pending.push_back(PendingRecord{r.header->index, r});
+      });
+    }
+    if (st.pending.empty()) break;
+    auto by_index = [](const PendingRecord& a, const PendingRecord& b) { return a.index < b.index; };
+    if (!std::is_sorted(st.pending.begin(), st.pending.end(), by_index)) {
+      std::sort(st.pending.begin(), st.pending.end(), by_index);
+    }
+    for (size_t at = 0; at < st.pending.size(); at += options_.block_events) {
+      size_t n = std::min<size_t>(options_.block_events, st.pending.size() - at);
+      const PendingRecord& first = st.pending[at];
+      int64_t base_time = ring.TicksToEventNs(first.rec.header->ticks);
+      st.encoder.Begin(n, first.index, base_time);
+      for (size_t i = at; i < at + n; ++i) {
+        const RingRecord& r = st.pending[i].rec;
+        const RecordHeader& h = *r.header;
+        EventView v{h.index,
+                    ring.TicksToEventNs(h.ticks),
+                    h.thread,
+                    h.call_site,
+                    static_cast<EventKind>(h.kind),
+                    r.body,
+                    std::span<const int64_t>(r.list, h.list_count),
+                    std::string_view(r.text, h.text_size)};
+        if (v.kind == EventKind::kDrop) {
+          st.drops_reported.fetch_add(static_cast<const DropEvent*>(r.body)->count,
+                                      std::memory_order_relaxed);
+        }
+        st.encoder.Add(v);
+      }
+      st.encoder.Finish(&st.raw);
+      st.out.clear();
+      REPLAY_RETURN_IF_ERROR(st.codec.Encode(
+          format::BlockKind::kEvents, first.index, n,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(st.raw.data()), st.raw.size()),
+          &st.out));
+      REPLAY_RETURN_IF_ERROR(st.events->Append(st.out));
+      st.events_written.fetch_add(n, std::memory_order_relaxed);
+      st.blocks_written.fetch_add(1, std::memory_order_relaxed);
+      st.raw_bytes.fetch_add(st.raw.size(), std::memory_order_relaxed);
+      st.stored_bytes.fetch_add(st.out.size(), std::memory_order_relaxed);
+    }
+    // Durable in the events stream (page cache): the ring space can go.
+    for (uint32_t i = 0; i < slots; ++i) {
+      if (st.slot_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.slot_end[i]);
+    }
+  }
+  ring.ReapReleased();
+  return Status::Ok();
+}
+
+Status TraceWriter::Flush() {
+  if (!recording()) return failure();
+  Status s = DrainOnce();
+  if (!s.ok()) Fail(s);
+  return s;
+}
+
+Status TraceWriter::WriteHeader(bool complete) {
+  State& st = *state_;
+  std::string bytes;
+  {
+    std::lock_guard<std::mutex> lock(st.header_mu);
+    options_.header.complete = complete;
+    bytes = EncodeRankHeader(options_.header);
+  }
+  return st.fs->WriteAtomic(rank_dir_ + "/" + format::kHeaderFile, bytes);
+}
+
+void TraceWriter::SetRank(int32_t rank, int32_t world_size) {
+  std::lock_guard<std::mutex> lock(state_->header_mu);
+  options_.header.rank = rank;
+  options_.header.world_size = world_size;
+}
+
+Status TraceWriter::Close(CloseReason reason) {
+  State& st = *state_;
+  if (closed_.exchange(true)) return failure();
+  bool was_recording = recording();
+  if (st.background.joinable() && std::this_thread::get_id() != st.background.get_id()) {
+    st.stop.store(true, std::memory_order_release);
+    st.ring->Wake();
+    st.background.join();
+  }
+  Status result;
+  if (was_recording) {
+    result = DrainOnce();
+    if (result.ok()) result = st.events->Sync();
+    if (result.ok() && st.payloads != nullptr) result = st.payloads->Sync();
+    if (!result.ok()) Fail(result);
+  }
+  recording_.store(false, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(st.header_mu);
+    RankHeader& h = options_.header;
+    Status f = failure();
+    h.close_reason = f.ok() ? reason : CloseReason::kFailed;
+    h.recording_error = f.ok() ? "" : f.ToString();
+    h.close_realtime_ns = RealtimeNs();
+    h.event_count = st.events_written.load();
+    h.dropped_events = st.drops_reported.load() + st.ring->header()->lost_no_slot.load();
+  }
+  // A failed recording keeps its ring: it may hold what the events stream lost.
+  bool clean = failure().ok();
+  Status hs = WriteHeader(clean);
+  if (result.ok()) result = hs;
+  if (clean && hs.ok()) {
+    st.ring->header()->closed.store(1, std::memory_order_release);
+    st.fs->Remove(st.ring->path());
+  }
+  if (st.events != nullptr) st.events->Close();
+  if (st.payloads != nullptr) st.payloads->Close();
+  return result.ok() ? failure() : result;
+}
+
+void TraceWriter::CloseFromSignal(int signo, int64_t timeout_ns) {
+  State& st = *state_;
+  if (st.ring == nullptr || closed()) return;
+  st.ring->header()->fatal_signal.store(signo, std::memory_order_relaxed);
+  if (!st.background.joinable()) return;
+  signal_close_.store(signo, std::memory_order_release);
+  st.ring->Wake();
+  // Bounded: if the writer cannot finish (it may need a lock the interrupted
+  // thread holds) the ring still has everything; the reader salvages it.
+  int64_t deadline = MonotonicNs() + timeout_ns;
+  while (!st.signal_closed.load(std::memory_order_acquire) && MonotonicNs() < deadline) {
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+WriterStats TraceWriter::stats() const {
+  const State& st = *state_;
+  WriterStats s;
+  s.events_written = st.events_written.load();
+  s.blocks_written = st.blocks_written.load();
+  s.raw_bytes = st.raw_bytes.load();
+  s.stored_bytes = st.stored_bytes.load();
+  s.payload_bytes = st.payload_bytes.load();
+  s.payload_stored = st.payload_stored.load();
+  s.dropped = st.drops_reported.load() +
+              (st.ring ? st.ring->header()->lost_no_slot.load() : 0);
+  return s;
+}
+
+}  // namespace replay

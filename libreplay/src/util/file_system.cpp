@@ -1,0 +1,168 @@
+#include "util/file_system.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace replay {
+namespace {
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("cannot write " + path, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+class PosixFile : public WritableFile {
+ public:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixFile() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Append(std::string_view data) override { return WriteAll(fd_, data, path_); }
+  Status Sync() override {
+    if (fdatasync(fd_) != 0) return Status::FromErrno("cannot sync " + path_, errno);
+    return Status::Ok();
+  }
+  Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && close(fd) != 0) return Status::FromErrno("cannot close " + path_, errno);
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class PosixFileSystem : public FileSystem {
+ public:
+  Status CreateDirs(const std::string& path, mode_t mode) override {
+    if (path.empty()) return Status::InvalidArgument("empty directory name");
+    std::string partial;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+      pos = path.find('/', pos + 1);
+      partial = path.substr(0, pos);
+      if (partial.empty()) continue;
+      if (mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+        return Status::FromErrno("cannot create directory " + partial, errno);
+      }
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot create directory " + path, errno);
+    if (!S_ISDIR(st.st_mode)) return Status::IoError(path + " exists and is not a directory");
+    return Status::Ok();
+  }
+  Status CreateDirExclusive(const std::string& path, mode_t mode) override {
+    if (mkdir(path.c_str(), mode) != 0) return Status::FromErrno("cannot create directory " + path, errno);
+    return Status::Ok();
+  }
+  Result<std::unique_ptr<WritableFile>> OpenAppend(const std::string& path, bool truncate) override {
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+    int fd = open(path.c_str(), flags, 0600);
+    if (fd < 0) return Status::FromErrno("cannot open " + path + " for writing", errno);
+    return std::unique_ptr<WritableFile>(new PosixFile(fd, path));
+  }
+  Status WriteAtomic(const std::string& path, std::string_view data) override {
+    std::string tmp = path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::FromErrno("cannot create " + tmp, errno);
+    Status st = WriteAll(fd, data, tmp);
+    if (st.ok() && fdatasync(fd) != 0) st = Status::FromErrno("cannot sync " + tmp, errno);
+    close(fd);
+    if (st.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+      st = Status::FromErrno("cannot rename " + tmp + " to " + path, errno);
+    }
+    if (!st.ok()) unlink(tmp.c_str());
+    return st;
+  }
+  Status Remove(const std::string& path) override {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno("cannot remove " + path, errno);
+    }
+    return Status::Ok();
+  }
+};
+
+class FaultFile : public WritableFile {
+ public:
+  FaultFile(std::unique_ptr<WritableFile> base, FaultFileSystem* fs, std::string path)
+      : base_(std::move(base)), fs_(fs), path_(std::move(path)) {}
+  Status Append(std::string_view data) override {
+    if (!fs_->Spend(static_cast<int64_t>(data.size()))) {
+      return Status::FromErrno("cannot write " + path_, ENOSPC);
+    }
+    return base_->Append(data);
+  }
+  Status Sync() override { return base_->Sync(); }
+  Status Close() override { return base_->Close(); }
+
+ private:
+  std::unique_ptr<WritableFile> base_;
+  FaultFileSystem* fs_;
+  std::string path_;
+};
+
+}  // namespace
+
+FileSystem* FileSystem::Default() {
+  static PosixFileSystem* fs = new PosixFileSystem();
+  return fs;
+}
+
+int64_t FileSystem::FreeBytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+}
+
+bool FaultFileSystem::Spend(int64_t n) {
+  int64_t b = budget_.load();
+  while (b >= 0) {
+    if (b < n) {
+      budget_.store(0);
+      return false;
+    }
+    if (budget_.compare_exchange_weak(b, b - n)) return true;
+  }
+  return true;
+}
+
+Status FaultFileSystem::CreateDirs(const std::string& path, mode_t mode) {
+  if (fail_dirs_.load()) return Status::FromErrno("cannot create directory " + path, EACCES);
+  return base_->CreateDirs(path, mode);
+}
+
+Status FaultFileSystem::CreateDirExclusive(const std::string& path, mode_t mode) {
+  if (fail_dirs_.load()) return Status::FromErrno("cannot create directory " + path, EACCES);
+  return base_->CreateDirExclusive(path, mode);
+}
+
+Result<std::unique_ptr<WritableFile>> FaultFileSystem::OpenAppend(const std::string& path,
+                                                                  bool truncate) {
+  REPLAY_ASSIGN_OR_RETURN(auto f, base_->OpenAppend(path, truncate));
+  return std::unique_ptr<WritableFile>(new FaultFile(std::move(f), this, path));
+}
+
+Status FaultFileSystem::WriteAtomic(const std::string& path, std::string_view data) {
+  if (!Spend(static_cast<int64_t>(data.size()))) {
+    return Status::FromErrno("cannot write " + path, ENOSPC);
+  }
+  return base_->WriteAtomic(path, data);
+}
+
+}  // namespace replay

@@ -1,0 +1,38 @@
+// mapped_file.h: a whole file, read-only, for the readers.
+//
+// Maps regular files; reads anything else (or a file being appended to, when
+// asked for a stable copy) into memory. Not thread-safe to move; const use is.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "replay/status.h"
+
+namespace replay {
+
+class MappedFile {
+ public:
+  // Maps `path` (a copy when `copy` is set: a ring another process writes).
+  static Result<MappedFile> Open(const std::string& path, bool copy = false);
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+  std::string copy_;
+};
+
+bool FileExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+
+}  // namespace replay

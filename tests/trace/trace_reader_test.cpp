@@ -1,0 +1,167 @@
+#include "replay/trace_reader.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "replay/trace_writer.h"
+#include "support/sample_events.h"
+#include "support/temp_dir.h"
+#include "trace/format.h"
+
+namespace replay {
+namespace {
+
+// Writes `ranks` ranks of `events` allreduces each, in blocks of 100 events.
+void WriteTrace(const std::string& dir, int ranks, int events, bool close = true) {
+  for (int r = 0; r < ranks; ++r) {
+    WriterOptions o;
+    o.dir = dir;
+    o.header.rank = r;
+    o.header.world_size = ranks;
+    o.block_events = 100;
+    o.background_thread = false;
+    o.header.trace_uuid = Uuid{1, 2, 3};
+    o.manifest.world_size = ranks;
+    auto w = TraceWriter::Open(o);
+    REQUIRE(w.ok());
+    for (int i = 0; i < events; ++i) REQUIRE((*w)->Append(testing::AllreduceOp(5, i + 1, 4, i)));
+    if (close) {
+      REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+    } else {
+      REQUIRE((*w)->Flush().ok());
+      (*w).release();  // keep the ring locked: the rank looks alive
+    }
+  }
+}
+
+TEST_CASE("a trace directory lists its ranks in rank order", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 3, 10);
+  auto t = TraceReader::Open(dir.path());
+  REQUIRE(t.ok());
+  REQUIRE((*t)->manifest().has_value());
+  CHECK((*t)->manifest()->world_size == 3);
+  REQUIRE((*t)->ranks().size() == 3);
+  for (int r = 0; r < 3; ++r) CHECK((*t)->ranks()[r].rank == r);
+  auto rank1 = (*t)->OpenRank(1);
+  REQUIRE(rank1.ok());
+  CHECK((*rank1)->events().size() == 10);
+}
+
+TEST_CASE("reader skips a truncated trailing block and keeps the rest", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 1000);
+  std::string path = dir / "rank-00000/events";
+  std::string bytes = testing::ReadFile(path);
+  testing::WriteFile(path, bytes.substr(0, bytes.size() - 10));
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  CHECK((*r)->events().size() == 900);
+  REQUIRE((*r)->problems().size() >= 1);
+  CHECK((*r)->problems()[0].torn_tail);
+  CHECK((*r)->problems()[0].message.find("torn tail") != std::string::npos);
+}
+
+TEST_CASE("reader skips a corrupt middle block, reports its offset and the gap", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 1000);
+  std::string path = dir / "rank-00000/events";
+  std::string bytes = testing::ReadFile(path);
+  size_t target = bytes.size() / 2;
+  bytes[target] ^= 0x10;
+  testing::WriteFile(path, bytes);
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  CHECK((*r)->events().size() == 900);
+  CHECK((*r)->stats().missing == 100);
+  bool found = false;
+  for (const TraceProblem& p : (*r)->problems()) {
+    if (p.message.find("damaged block") != std::string::npos) {
+      found = true;
+      CHECK(p.offset <= target);
+      CHECK(p.offset + p.length > target);
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("a trace of a newer epoch is refused with what to do", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 10);
+  std::string path = dir / "rank-00000/events";
+  std::string bytes = testing::ReadFile(path);
+  uint32_t epoch = format::kFormatEpoch + 1;
+  std::memcpy(&bytes[offsetof(format::FileHeader, min_reader_epoch)], &epoch, 4);
+  testing::WriteFile(path, bytes);
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == Status::Code::kVersion);
+  CHECK(r.status().message().find("upgrade replay") != std::string::npos);
+}
+
+TEST_CASE("a rank that is still writing is reported as such, with its ring", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o;
+  o.dir = dir.path();
+  o.header.rank = 0;
+  o.background_thread = false;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  for (int i = 0; i < 50; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  REQUIRE((*w)->Flush().ok());
+  for (int i = 50; i < 80; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  CHECK((*r)->status() == RankStatus::kRunning);
+  CHECK((*r)->events().size() == 80);
+  CHECK((*r)->stats().salvaged == 30);
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  auto done = RankReader::Open(dir / "rank-00000");
+  REQUIRE(done.ok());
+  CHECK((*done)->status() == RankStatus::kComplete);
+  CHECK((*done)->events().size() == 80);
+}
+
+TEST_CASE("bad trace directories get an error that says what to do", "[trace]") {
+  testing::TempDir dir;
+  auto missing = TraceReader::Open(dir / "nope");
+  CHECK(missing.status().code() == Status::Code::kNotFound);
+  CHECK(missing.status().message().find("does not exist") != std::string::npos);
+
+  auto empty = TraceReader::Open(dir.path());
+  CHECK(empty.status().code() == Status::Code::kNotATrace);
+  CHECK(empty.status().message().find("replay record") != std::string::npos);
+
+  testing::WriteFile(dir / "file.txt", "hello");
+  CHECK(TraceReader::Open(dir / "file.txt").status().code() == Status::Code::kNotATrace);
+}
+
+TEST_CASE("a rank directory of another recording is ignored and reported", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 2, 5);
+  WriterOptions o;
+  o.dir = dir.path();
+  o.header.rank = 7;
+  o.header.trace_uuid = Uuid{9, 9, 9};
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  auto t = TraceReader::Open(dir.path());
+  REQUIRE(t.ok());
+  CHECK((*t)->ranks().size() == 2);
+  REQUIRE((*t)->problems().size() == 1);
+  CHECK((*t)->problems()[0].message.find("another recording") != std::string::npos);
+}
+
+TEST_CASE("a foreign file in place of a stream is refused, not parsed", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 5);
+  testing::WriteFile(dir / "rank-00000/events", std::string(4096, 'Q'));
+  testing::WriteFile(dir / "rank-00000/header", "not a header");
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == Status::Code::kNotATrace);
+}
+
+}  // namespace
+}  // namespace replay

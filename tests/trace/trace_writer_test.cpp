@@ -1,0 +1,245 @@
+#include "replay/trace_writer.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+
+#include "replay/trace_reader.h"
+#include "support/sample_events.h"
+#include "support/temp_dir.h"
+#include "trace/format.h"
+#include "util/file_system.h"
+#include "util/hash.h"
+
+namespace replay {
+namespace {
+
+WriterOptions Options(const std::string& dir, int rank = 0) {
+  WriterOptions o;
+  o.dir = dir;
+  o.header.rank = rank;
+  o.header.world_size = 1;
+  o.header.host = "testhost";
+  o.header.api_names = {"MPI_Init", "MPI_Allreduce", "MPI_Send"};
+  return o;
+}
+
+std::unique_ptr<RankReader> ReadRank(const std::string& dir, int rank = 0) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/rank-%05d", rank);
+  auto r = RankReader::Open(dir + name);
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+TEST_CASE("every event kind round-trips through writer and reader", "[trace]") {
+  testing::TempDir dir;
+  auto w = TraceWriter::Open(Options(dir.path()));
+  REQUIRE(w.ok());
+  std::vector<Event> in = testing::SampleEventsOfEveryKind();
+  for (const Event& e : in) REQUIRE((*w)->Append(e));
+  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+
+  auto r = ReadRank(dir.path());
+  CHECK(r->status() == RankStatus::kComplete);
+  CHECK(r->problems().empty());
+  CHECK(r->header().close_reason == CloseReason::kFinalize);
+  CHECK(r->header().event_count == in.size());
+  CHECK(r->header().api_names.size() == 3);
+  REQUIRE(r->events().size() == in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Event& got = r->events()[i];
+    Event want = in[i];
+    want.index = i;
+    want.time_ns = got.time_ns;  // assigned by the writer
+    want.thread = got.thread;
+    INFO("kind " << EventKindName(want.kind));
+    CHECK(got == want);
+    CHECK(got.time_ns >= 0);
+  }
+  CHECK_FALSE(testing::ReadFile(dir / "rank-00000/ring").size() > 0);  // removed on close
+}
+
+TEST_CASE("trace directories are private: 0700 directories, 0600 files", "[trace]") {
+  testing::TempDir dir;
+  std::string trace = dir / "t";
+  auto w = TraceWriter::Open(Options(trace));
+  REQUIRE(w.ok());
+  (*w)->Append(Event::MakeMark("x", 1));
+  std::string bytes = "payload";
+  REQUIRE((*w)->StorePayload({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                             Hash64(bytes.data(), bytes.size()))
+              .ok());
+  struct stat st;
+  REQUIRE(stat((trace + "/rank-00000/ring").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  for (const char* d : {"", "/rank-00000"}) {
+    REQUIRE(stat((trace + d).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+  }
+  for (const char* f : {"/manifest", "/rank-00000/header", "/rank-00000/events", "/rank-00000/payloads"}) {
+    INFO(f);
+    REQUIRE(stat((trace + f).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+}
+
+TEST_CASE("many threads appending concurrently lose no event", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.ring_slot_bytes = 64 << 10;  // small: every slot wraps many times
+  o.flush_interval_ns = 1000000;
+  o.full_wait_ns = 10'000'000'000;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  const int kThreads = 8, kPerThread = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        Event e = testing::AllreduceOp(t, i + 1, 1, 0);
+        REQUIRE((*w)->Append(e));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  CHECK((*w)->stats().dropped == 0);
+
+  auto r = ReadRank(dir.path());
+  REQUIRE(r->events().size() == static_cast<size_t>(kThreads * kPerThread));
+  std::map<uint64_t, uint64_t> last_seq;  // per comm (= per thread)
+  for (size_t i = 0; i < r->events().size(); ++i) {
+    const Event& e = r->events()[i];
+    REQUIRE(e.index == i);  // dense
+    REQUIRE(e.op.seq == last_seq[e.op.comm] + 1);  // each thread's order kept
+    last_seq[e.op.comm] = e.op.seq;
+  }
+  CHECK(r->stats().dropped == 0);
+  CHECK(r->stats().missing == 0);
+}
+
+TEST_CASE("a process killed with SIGKILL loses none of the events it appended", "[trace]") {
+  testing::TempDir dir;
+  const int kEvents = 20000;
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    WriterOptions o = Options(dir.path());
+    o.flush_interval_ns = 5'000'000;  // some events reach the events stream, the rest stay in the ring
+    o.ring_slot_bytes = 8 << 20;
+    auto w = TraceWriter::Open(o);
+    if (!w.ok()) _exit(3);
+    for (int i = 0; i < kEvents; ++i) {
+      if (!(*w)->Append(testing::AllreduceOp(1, i + 1, 1, i))) _exit(4);
+      if (i == kEvents / 2) usleep(20000);
+    }
+    char c = 1;
+    (void)!write(ready[1], &c, 1);
+    kill(getpid(), SIGKILL);
+    _exit(5);
+  }
+  close(ready[1]);
+  char c = 0;
+  CHECK(read(ready[0], &c, 1) == 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+
+  auto r = ReadRank(dir.path());
+  CHECK(r->status() == RankStatus::kSalvaged);
+  REQUIRE(r->events().size() == static_cast<size_t>(kEvents));
+  for (int i = 0; i < kEvents; ++i) {
+    REQUIRE(r->events()[i].index == static_cast<uint64_t>(i));
+    REQUIRE(r->events()[i].op.seq == static_cast<uint64_t>(i + 1));
+  }
+  CHECK(r->stats().salvaged > 0);
+  CHECK(r->stats().blocks > 0);
+}
+
+TEST_CASE("a full disk turns recording off with one warning", "[trace]") {
+  testing::TempDir dir;
+  FaultFileSystem fs(FileSystem::Default());
+  WriterOptions o = Options(dir.path());
+  o.fs = &fs;
+  o.background_thread = false;
+  o.block_events = 100;
+  int warnings = 0;
+  std::string message;
+  o.on_failure = [&](const Status& s) {
+    ++warnings;
+    message = s.message();
+  };
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  fs.FailWritesAfter(2000);
+  int appended = 0;
+  for (int i = 0; i < 5000; ++i) {
+    if ((*w)->Append(testing::AllreduceOp(1, i + 1, 1, i))) ++appended;
+    if (i % 500 == 499) (*w)->Flush();
+  }
+  CHECK_FALSE((*w)->recording());
+  CHECK(warnings == 1);
+  CHECK(message.find("No space left on device") != std::string::npos);
+  CHECK_FALSE((*w)->Close(CloseReason::kExit).ok());
+  CHECK(warnings == 1);
+  CHECK(appended < 5000);  // appends stopped being accepted, without error or crash
+
+  // What reached the disk is readable; the ring was kept for salvage.
+  w->reset();
+  auto r = ReadRank(dir.path());
+  CHECK(r->status() == RankStatus::kFailed);
+  CHECK(r->events().size() >= 500);
+}
+
+TEST_CASE("an unwritable trace directory fails to open with the reason", "[trace]") {
+  testing::TempDir dir;
+  FaultFileSystem fs(FileSystem::Default());
+  fs.FailDirCreation(true);
+  WriterOptions o = Options(dir / "trace");
+  o.fs = &fs;
+  auto w = TraceWriter::Open(o);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.status().message().find("Permission denied") != std::string::npos);
+  CHECK(w.status().message().find(dir / "trace") != std::string::npos);
+}
+
+TEST_CASE("payloads are stored once per content and read back whole", "[trace]") {
+  testing::TempDir dir;
+  auto w = TraceWriter::Open(Options(dir.path()));
+  REQUIRE(w.ok());
+  std::string small = "hello gradients";
+  std::string big(format::kPayloadPartBytes * 2 + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto bytes = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  uint64_t hs = Hash64(small.data(), small.size());
+  uint64_t hb = Hash64(big.data(), big.size());
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE((*w)->StorePayload(bytes(small), hs).ok());
+    REQUIRE((*w)->StorePayload(bytes(big), hb).ok());
+  }
+  CHECK((*w)->stats().payload_bytes == small.size() + big.size());
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  auto r = ReadRank(dir.path());
+  auto a = r->Payload(hs);
+  REQUIRE(a.ok());
+  CHECK(*a == small);
+  auto b = r->Payload(hb);
+  REQUIRE(b.ok());
+  CHECK(*b == big);
+  CHECK(r->Payload(12345).status().code() == Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace replay
