@@ -1,0 +1,81 @@
+// settings.h: every REPLAY_* environment variable, declared once.
+//
+// The recorder reads its settings from the environment of the recorded process
+// (`replay record` sets them; so can a user by hand). Each row of
+// REPLAY_SETTINGS is one variable: its name without the prefix, its default and
+// one line for users. The README's settings table lists the same rows; a test
+// keeps the two in step.
+//
+// Settings are read once per process (Settings::Load) and are immutable after.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replay/status.h"
+#include "replay/trace_header.h"
+
+namespace replay {
+
+// X(Field, "NAME", "default", "documentation")
+#define REPLAY_SETTINGS(X)                                                                      \
+  X(dir, "DIR", "replay-trace",                                                                 \
+    "Trace directory; each rank writes DIR/rank-NNNNN/. Created with mode 0700.")              \
+  X(level, "LEVEL", "hash",                                                                     \
+    "What is recorded: meta (calls and arguments), hash (+ buffer fingerprints), data (+ received bytes).") \
+  X(disable, "DISABLE", "0", "1 turns the preloaded recorder into a pass-through.")             \
+  X(flush_ms, "FLUSH_MS", "250",                                                                \
+    "Longest time appended events wait before the writer compresses them into the trace (ms).") \
+  X(ring_kb, "RING_KB", "1024",                                                                 \
+    "Per-thread recording ring (KiB), kept in a shared file mapping so a killed rank loses nothing.") \
+  X(block_events, "BLOCK_EVENTS", "8192", "Events per compressed block at most.")               \
+  X(zstd_level, "ZSTD_LEVEL", "3", "zstd compression level of event blocks.")                   \
+  X(full_wait_ms, "FULL_WAIT_MS", "200",                                                        \
+    "How long an appending thread waits for the writer when its ring is full before dropping (and counting) events (ms).") \
+  X(env_prefixes, "ENV_PREFIXES", "OMPI_,PMIX_,PMI_,UCX_,NCCL_,CUDA_,SLURM_,TORCHELASTIC_,MASTER_,LOCAL_RANK,RANK,WORLD_SIZE,REPLAY_,OMP_,HOROVOD_,MV2_,I_MPI_,HYDRA_", \
+    "Comma-separated prefixes of environment variables stored in each rank's header.")          \
+  X(trace_uuid, "TRACE_UUID", "",                                                               \
+    "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.") \
+  X(log, "LOG", "warn", "Recorder log level: error, warn, info or debug (to stderr).")
+
+struct Settings {
+#define REPLAY_SETTINGS_FIELD_(field, name, def, doc) std::string field;
+  REPLAY_SETTINGS(REPLAY_SETTINGS_FIELD_)
+#undef REPLAY_SETTINGS_FIELD_
+
+  // Reads REPLAY_* from the environment, with the defaults above for unset ones.
+  static Settings FromEnvironment();
+  // Reads from `lookup(name)` (null for unset); for tests.
+  template <typename Lookup>
+  static Settings From(Lookup lookup);
+
+  // Typed views; each fails with a message naming the variable when malformed.
+  Result<Level> ParsedLevel() const;
+  Result<int64_t> Integer(std::string_view field_name) const;
+  std::vector<std::string> EnvPrefixes() const;
+};
+
+struct SettingInfo {
+  const char* name;           // full name, e.g. "REPLAY_DIR"
+  const char* default_value;
+  const char* doc;
+};
+// Every setting, in declaration order.
+const std::vector<SettingInfo>& AllSettings();
+
+template <typename Lookup>
+Settings Settings::From(Lookup lookup) {
+  Settings s;
+#define REPLAY_SETTINGS_READ_(field, name, def, doc)      \
+  {                                                       \
+    const char* v = lookup("REPLAY_" name);               \
+    s.field = v != nullptr ? std::string(v) : std::string(def); \
+  }
+  REPLAY_SETTINGS(REPLAY_SETTINGS_READ_)
+#undef REPLAY_SETTINGS_READ_
+  return s;
+}
+
+}  // namespace replay

@@ -1,0 +1,448 @@
+#include "replay/event_format.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string_view>
+
+namespace replay {
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+  return buf;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " B", bytes);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
+  }
+  return buf;
+}
+
+std::string HumanDuration(int64_t ns) {
+  char buf[32];
+  double v = static_cast<double>(ns);
+  if (ns < 0) v = -v;
+  const char* sign = ns < 0 ? "-" : "";
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%s%.3f s", sign, v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%s%.1f ms", sign, v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof(buf), "%s%.1f us", sign, v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%s%.0f ns", sign, v);
+  }
+  return buf;
+}
+
+namespace {
+
+std::string Peer(int32_t p) {
+  switch (p) {
+    case kAnySource: return "any";
+    case kProcNull: return "null";
+    case kNoPeer: return "-";
+  }
+  return std::to_string(p);
+}
+
+std::string Printable(std::string_view bytes, size_t max) {
+  std::string out;
+  char buf[4];
+  for (size_t i = 0; i < bytes.size() && i < max; ++i) {
+    std::snprintf(buf, sizeof(buf), "%02x", static_cast<unsigned char>(bytes[i]));
+    out += buf;
+  }
+  if (bytes.size() > max) out += "…";
+  return out;
+}
+
+// Appends " key=value" pairs.
+struct Line {
+  std::string s;
+  template <typename T>
+  Line& kv(std::string_view k, const T& v) {
+    s += ' ';
+    s += k;
+    s += '=';
+    if constexpr (std::is_convertible_v<T, std::string_view>) {
+      s += std::string_view(v);
+    } else {
+      s += std::to_string(v);
+    }
+    return *this;
+  }
+};
+
+std::string FlagNames(uint16_t f) {
+  std::string out;
+  auto add = [&](uint16_t bit, const char* name) {
+    if ((f & bit) == 0) return;
+    if (!out.empty()) out += ',';
+    out += name;
+  };
+  add(op_flags::kNonBlocking, "nonblocking");
+  add(op_flags::kPersistent, "persistent");
+  add(op_flags::kInGroup, "group");
+  add(op_flags::kGraphCaptured, "graph");
+  add(op_flags::kInPlace, "in_place");
+  add(op_flags::kSynchronous, "sync");
+  add(op_flags::kReady, "ready");
+  add(op_flags::kBuffered, "buffered");
+  add(op_flags::kDevice, "device");
+  return out;
+}
+
+}  // namespace
+
+std::string FormatEventBody(const Event& e, const RankHeader& h) {
+  Line l;
+  switch (e.kind) {
+    case EventKind::kOp: {
+      const OpEvent& o = e.op;
+      l.s = h.ApiName(o.api);
+      l.kv("kind", OpKindName(o.kind));
+      if (o.comm) l.kv("comm", Hex(o.comm));
+      if (o.seq) l.kv("seq", o.seq);
+      if (o.peer_seq) l.kv("peer_seq", o.peer_seq);
+      if (o.peer != kNoPeer) l.kv("peer", Peer(o.peer));
+      if (o.tag != 0) l.kv("tag", o.tag == kAnyTag ? std::string("any") : std::to_string(o.tag));
+      if (o.root >= 0) l.kv("root", o.root);
+      if (o.count || o.dtype != DataType::kUnknown) {
+        l.kv("count", o.count).kv("dtype", DataTypeName(o.dtype));
+      }
+      if (o.redop != RedOp::kNone) l.kv("op", RedOpName(o.redop));
+      if (!e.list.empty()) {
+        std::string c;
+        for (size_t i = 0; i < e.list.size() && i < 16; ++i) c += (i ? "," : "") + std::to_string(e.list[i]);
+        if (e.list.size() > 16) c += ",…";
+        l.kv("counts", "[" + c + "]");
+      }
+      if (o.request) l.kv("req", o.request);
+      if (o.stream) l.kv("stream", Hex(o.stream));
+      if (o.group) l.kv("group", o.group);
+      if (o.flags & op_flags::kHasSendHash) {
+        l.kv("send", Hex(o.send_hash));
+        if (o.send_nan) l.kv("nan", o.send_nan);
+        if (o.send_inf) l.kv("inf", o.send_inf);
+      }
+      if (std::string f = FlagNames(o.flags); !f.empty()) l.kv("flags", f);
+      return l.s;
+    }
+    case EventKind::kReturn: {
+      const ReturnEvent& r = e.ret;
+      l.s = h.ApiName(r.api) + " returned";
+      l.kv("rc", r.rc);
+      if (r.seq) l.kv("seq", r.seq);
+      if (r.peer_seq) l.kv("peer_seq", r.peer_seq);
+      if (r.request) l.kv("req", r.request);
+      if (r.source != kNoPeer) l.kv("source", Peer(r.source)).kv("tag", r.tag);
+      if (r.recv_count >= 0 && r.source != kNoPeer) l.kv("recv_count", r.recv_count);
+      if (r.flags & op_flags::kHasRecvHash) {
+        l.kv("recv", Hex(r.recv_hash));
+        if (r.recv_nan) l.kv("nan", r.recv_nan);
+        if (r.recv_inf) l.kv("inf", r.recv_inf);
+      }
+      if (r.payload_size) l.kv("payload", Hex(r.payload_hash)).kv("bytes", r.payload_size);
+      return l.s;
+    }
+    case EventKind::kCompletion: {
+      const CompletionEvent& c = e.completion;
+      l.s = "completed req=" + std::to_string(c.request) + " by " + h.ApiName(c.api);
+      l.kv("rc", c.rc);
+      if (c.comm) l.kv("comm", Hex(c.comm));
+      if (c.seq) l.kv("seq", c.seq);
+      if (c.peer_seq) l.kv("peer_seq", c.peer_seq);
+      if (c.source != kNoPeer) l.kv("source", Peer(c.source)).kv("tag", c.tag);
+      if (c.flags & op_flags::kHasRecvHash) {
+        l.kv("recv", Hex(c.recv_hash));
+        if (c.recv_nan) l.kv("nan", c.recv_nan);
+        if (c.recv_inf) l.kv("inf", c.recv_inf);
+      }
+      if (c.payload_size) l.kv("payload", Hex(c.payload_hash)).kv("bytes", c.payload_size);
+      if (c.cancelled) l.s += " cancelled";
+      return l.s;
+    }
+    case EventKind::kTest: {
+      const TestEvent& t = e.test;
+      l.s = h.ApiName(t.api);
+      l.kv("flag", t.flag ? "true" : "false");
+      if (t.index >= 0) l.kv("index", t.index);
+      if (!e.list.empty()) {
+        std::string c;
+        for (size_t i = 0; i < e.list.size(); ++i) c += (i ? "," : "") + std::to_string(e.list[i]);
+        l.kv("indices", "[" + c + "]");
+      }
+      if (t.source != kNoPeer) l.kv("source", Peer(t.source)).kv("tag", t.tag);
+      if (t.count > 0) l.kv("count", t.count);
+      l.kv("rc", t.rc);
+      return l.s;
+    }
+    case EventKind::kCommCreate: {
+      const CommCreateEvent& c = e.comm_create;
+      l.s = "comm " + Hex(c.comm) + " created by " + h.ApiName(c.api);
+      if (c.parent) l.kv("parent", Hex(c.parent)).kv("parent_seq", c.parent_seq);
+      if (c.color || c.key) l.kv("color", c.color).kv("key", c.key);
+      l.kv("size", c.size).kv("rank", c.rank);
+      if (c.unique_id) l.kv("unique_id", Hex(c.unique_id));
+      if (c.device >= 0) l.kv("device", c.device);
+      if (!e.list.empty() && e.list.size() <= 32) {
+        std::string m;
+        for (size_t i = 0; i < e.list.size(); ++i) m += (i ? "," : "") + std::to_string(e.list[i]);
+        l.kv("members", "[" + m + "]");
+      }
+      return l.s;
+    }
+    case EventKind::kCommFree:
+      l.s = "comm " + Hex(e.comm_free.comm) + " freed by " + h.ApiName(e.comm_free.api);
+      l.kv("rc", e.comm_free.rc);
+      return l.s;
+    case EventKind::kGroup:
+      l.s = std::string(e.group.is_end ? "group end " : "group start ") + h.ApiName(e.group.api);
+      l.kv("id", e.group.id).kv("depth", e.group.depth).kv("rc", e.group.rc);
+      return l.s;
+    case EventKind::kEntropy:
+      l.s = std::string("entropy ") + std::string(EntropySourceName(e.entropy.source));
+      l.kv("requested", e.entropy.requested).kv("rc", e.entropy.rc);
+      l.kv("bytes", Printable(e.text, 16));
+      return l.s;
+    case EventKind::kSeed:
+      l.s = std::string("seed ") + std::string(SeedSourceName(e.seed.source));
+      l.kv("value", e.seed.value);
+      if (e.seed.state) l.kv("state", Hex(e.seed.state));
+      return l.s;
+    case EventKind::kCuda: {
+      const CudaEvent& c = e.cuda;
+      l.s = std::string("cuda ") + std::string(CudaOpName(c.op));
+      if (c.stream) l.kv("stream", Hex(c.stream));
+      if (c.event) l.kv("event", Hex(c.event));
+      if (c.graph) l.kv("graph", Hex(c.graph));
+      if (c.other) l.kv("other", Hex(c.other));
+      if (c.count) l.kv("count", c.count);
+      if (c.device >= 0) l.kv("device", c.device);
+      l.kv("rc", c.rc);
+      return l.s;
+    }
+    case EventKind::kMark:
+      l.s = "mark " + e.text;
+      l.kv("value", e.mark.value);
+      return l.s;
+    case EventKind::kError:
+      l.s = std::string("error ") + std::string(ErrorSourceName(e.error.source));
+      l.kv("code", e.error.code);
+      if (e.error.comm) l.kv("comm", Hex(e.error.comm));
+      l.s += " \"" + e.text + "\"";
+      return l.s;
+    case EventKind::kSignal:
+      l.s = "signal";
+      l.kv("signo", e.signal.signo).kv("code", e.signal.code);
+      if (e.signal.address) l.kv("address", Hex(e.signal.address));
+      if (e.signal.fatal) l.s += " fatal";
+      return l.s;
+    case EventKind::kDrop:
+      l.s = "DROPPED " + std::to_string(e.drop.count) + " events (ring full)";
+      return l.s;
+    case EventKind::kInfo:
+      l.s = "info " + std::string(e.info_key()) + "=" + std::string(e.info_value());
+      return l.s;
+  }
+  return "unknown event kind " + std::to_string(static_cast<int>(e.kind));
+}
+
+std::string FormatEvent(const Event& e, const RankHeader& h) {
+  char prefix[80];
+  std::snprintf(prefix, sizeof(prefix), "#%-7" PRIu64 " %12.6fs t%-2u ", e.index,
+                static_cast<double>(e.time_ns) / 1e9, e.thread);
+  std::string out = prefix;
+  out += std::string(EventKindName(e.kind));
+  out += ' ';
+  out += FormatEventBody(e, h);
+  return out;
+}
+
+nlohmann::json EventToJson(const Event& e, const RankHeader& h) {
+  nlohmann::json j;
+  j["index"] = e.index;
+  j["time_ns"] = e.time_ns;
+  j["thread"] = e.thread;
+  if (e.call_site) j["call_site"] = Hex(e.call_site);
+  j["kind"] = std::string(EventKindName(e.kind));
+  switch (e.kind) {
+    case EventKind::kOp: {
+      const OpEvent& o = e.op;
+      j["api"] = h.ApiName(o.api);
+      j["op"] = std::string(OpKindName(o.kind));
+      j["flags"] = o.flags;
+      j["comm"] = Hex(o.comm);
+      j["seq"] = o.seq;
+      j["peer_seq"] = o.peer_seq;
+      j["count"] = o.count;
+      j["dtype"] = std::string(DataTypeName(o.dtype));
+      j["dtype_size"] = o.dtype_size;
+      if (o.dtype_sig) j["dtype_sig"] = Hex(o.dtype_sig);
+      j["redop"] = std::string(RedOpName(o.redop));
+      j["root"] = o.root;
+      j["peer"] = o.peer;
+      j["tag"] = o.tag;
+      j["send_buf"] = Hex(o.send_buf);
+      j["recv_buf"] = Hex(o.recv_buf);
+      if (o.stream) j["stream"] = Hex(o.stream);
+      if (o.request) j["request"] = o.request;
+      if (o.group) j["group"] = o.group;
+      j["bytes"] = o.bytes;
+      if (o.flags & op_flags::kHasSendHash) {
+        j["send_hash"] = Hex(o.send_hash);
+        j["send_nan"] = o.send_nan;
+        j["send_inf"] = o.send_inf;
+      }
+      if (!e.list.empty()) j["counts"] = e.list;
+      break;
+    }
+    case EventKind::kReturn: {
+      const ReturnEvent& r = e.ret;
+      j["api"] = h.ApiName(r.api);
+      j["rc"] = r.rc;
+      j["comm"] = Hex(r.comm);
+      j["seq"] = r.seq;
+      j["peer_seq"] = r.peer_seq;
+      if (r.request) j["request"] = r.request;
+      j["source"] = r.source;
+      j["tag"] = r.tag;
+      j["recv_count"] = r.recv_count;
+      if (r.flags & op_flags::kHasRecvHash) {
+        j["recv_hash"] = Hex(r.recv_hash);
+        j["recv_nan"] = r.recv_nan;
+        j["recv_inf"] = r.recv_inf;
+      }
+      if (r.payload_size) {
+        j["payload_hash"] = Hex(r.payload_hash);
+        j["payload_size"] = r.payload_size;
+      }
+      break;
+    }
+    case EventKind::kCompletion: {
+      const CompletionEvent& c = e.completion;
+      j["request"] = c.request;
+      j["api"] = h.ApiName(c.api);
+      j["rc"] = c.rc;
+      j["comm"] = Hex(c.comm);
+      j["seq"] = c.seq;
+      j["peer_seq"] = c.peer_seq;
+      j["source"] = c.source;
+      j["tag"] = c.tag;
+      j["recv_count"] = c.recv_count;
+      if (c.flags & op_flags::kHasRecvHash) {
+        j["recv_hash"] = Hex(c.recv_hash);
+        j["recv_nan"] = c.recv_nan;
+        j["recv_inf"] = c.recv_inf;
+      }
+      if (c.payload_size) {
+        j["payload_hash"] = Hex(c.payload_hash);
+        j["payload_size"] = c.payload_size;
+      }
+      j["cancelled"] = c.cancelled;
+      break;
+    }
+    case EventKind::kTest: {
+      const TestEvent& t = e.test;
+      j["api"] = h.ApiName(t.api);
+      j["flag"] = t.flag;
+      j["index_out"] = t.index;
+      j["indices"] = e.list;
+      j["source"] = t.source;
+      j["tag"] = t.tag;
+      j["count"] = t.count;
+      j["comm"] = Hex(t.comm);
+      j["rc"] = t.rc;
+      break;
+    }
+    case EventKind::kCommCreate: {
+      const CommCreateEvent& c = e.comm_create;
+      j["comm"] = Hex(c.comm);
+      j["parent"] = Hex(c.parent);
+      j["api"] = h.ApiName(c.api);
+      j["parent_seq"] = c.parent_seq;
+      j["color"] = c.color;
+      j["key"] = c.key;
+      j["size"] = c.size;
+      j["rank"] = c.rank;
+      j["members"] = e.list;
+      j["handle"] = Hex(c.handle);
+      j["flags"] = c.flags;
+      if (c.unique_id) j["unique_id"] = Hex(c.unique_id);
+      j["device"] = c.device;
+      break;
+    }
+    case EventKind::kCommFree:
+      j["comm"] = Hex(e.comm_free.comm);
+      j["api"] = h.ApiName(e.comm_free.api);
+      j["rc"] = e.comm_free.rc;
+      break;
+    case EventKind::kGroup:
+      j["is_end"] = e.group.is_end;
+      j["id"] = e.group.id;
+      j["depth"] = e.group.depth;
+      j["api"] = h.ApiName(e.group.api);
+      j["rc"] = e.group.rc;
+      break;
+    case EventKind::kEntropy:
+      j["source"] = std::string(EntropySourceName(e.entropy.source));
+      j["requested"] = e.entropy.requested;
+      j["flags"] = e.entropy.flags;
+      j["rc"] = e.entropy.rc;
+      j["bytes"] = Printable(e.text, e.text.size());
+      break;
+    case EventKind::kSeed:
+      j["source"] = std::string(SeedSourceName(e.seed.source));
+      j["value"] = e.seed.value;
+      j["state"] = Hex(e.seed.state);
+      break;
+    case EventKind::kCuda:
+      j["op"] = std::string(CudaOpName(e.cuda.op));
+      j["stream"] = Hex(e.cuda.stream);
+      j["event"] = Hex(e.cuda.event);
+      j["graph"] = Hex(e.cuda.graph);
+      j["other"] = Hex(e.cuda.other);
+      j["count"] = e.cuda.count;
+      j["device"] = e.cuda.device;
+      j["rc"] = e.cuda.rc;
+      break;
+    case EventKind::kMark:
+      j["name"] = e.text;
+      j["value"] = e.mark.value;
+      break;
+    case EventKind::kError:
+      j["source"] = std::string(ErrorSourceName(e.error.source));
+      j["code"] = e.error.code;
+      j["comm"] = Hex(e.error.comm);
+      j["message"] = e.text;
+      break;
+    case EventKind::kSignal:
+      j["signo"] = e.signal.signo;
+      j["code"] = e.signal.code;
+      j["address"] = Hex(e.signal.address);
+      j["fatal"] = e.signal.fatal;
+      break;
+    case EventKind::kDrop:
+      j["count"] = e.drop.count;
+      break;
+    case EventKind::kInfo:
+      j["key"] = std::string(e.info_key());
+      j["value"] = std::string(e.info_value());
+      break;
+  }
+  return j;
+}
+
+}  // namespace replay

@@ -1,0 +1,200 @@
+// replay info DIR: what a trace holds, rank by rank.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "command.h"
+#include "replay/event_format.h"
+#include "replay/trace_reader.h"
+#include "term.h"
+#include "trace_input.h"
+
+namespace replay::cli {
+namespace {
+
+constexpr const char* kHelp = R"(Summarise a trace: its ranks and, for each, its status (complete,
+salvaged after crash, still being written, recording failed), events, time span,
+bytes on disk, compression ratio, payload bytes and any dropped events or
+damaged blocks.
+
+Exit status: 0 when the trace was read, 2 when it could not be.)";
+
+struct RankRow {
+  const RankEntry* entry;
+  std::unique_ptr<RankReader> reader;
+  Status error;
+  int fatal_signal = 0;
+};
+
+std::string WallTime(int64_t realtime_ns) {
+  if (realtime_ns <= 0) return "unknown time";
+  time_t t = static_cast<time_t>(realtime_ns / 1000000000);
+  char buf[64];
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string StatusText(const RankRow& r) {
+  std::string s(RankStatusName(r.reader->status()));
+  if (r.fatal_signal != 0) s += std::string(" (") + sigabbrev_np(r.fatal_signal) + ")";
+  return s;
+}
+
+int Run(const std::string& dir, bool json) {
+  auto trace = OpenTrace(dir);
+  if (!trace.ok()) return Fail("info", trace.status());
+  const TraceReader& t = **trace;
+  std::vector<RankRow> rows;
+  Progress progress("reading ranks", t.ranks().size());
+  for (size_t i = 0; i < t.ranks().size(); ++i) {
+    RankRow row{&t.ranks()[i], nullptr, Status::Ok(), 0};
+    auto r = t.OpenRank(i);
+    if (r.ok()) {
+      row.reader = std::move(r).value();
+      for (const Event& e : row.reader->events()) {
+        if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
+      }
+    } else {
+      row.error = r.status();
+    }
+    rows.push_back(std::move(row));
+    progress.Update(i + 1);
+  }
+
+  if (json) {
+    nlohmann::json j;
+    j["trace"] = t.dir();
+    if (t.manifest()) {
+      const JobManifest& m = *t.manifest();
+      j["uuid"] = UuidToString(m.trace_uuid);
+      j["created_realtime_ns"] = m.created_realtime_ns;
+      j["command"] = m.command;
+      j["level"] = std::string(LevelName(m.level));
+      j["world_size"] = m.world_size;
+      j["recorder"] = m.recorder;
+    }
+    j["ranks"] = nlohmann::json::array();
+    for (const RankRow& row : rows) {
+      nlohmann::json r;
+      r["dir"] = row.entry->dir;
+      r["rank"] = row.entry->rank;
+      if (!row.reader) {
+        r["status"] = "unreadable";
+        r["error"] = row.error.message();
+        j["ranks"].push_back(r);
+        continue;
+      }
+      const RankReader& rr = *row.reader;
+      r["rank"] = rr.rank();
+      r["status"] = std::string(RankStatusName(rr.status()));
+      r["host"] = rr.header().host;
+      r["pid"] = rr.header().pid;
+      r["events"] = rr.events().size();
+      int64_t span = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
+      r["span_ns"] = span;
+      r["stored_bytes"] = rr.stats().stored_bytes;
+      r["raw_bytes"] = rr.stats().raw_bytes;
+      r["payload_bytes"] = rr.stats().payload_bytes;
+      r["blocks"] = rr.stats().blocks;
+      r["salvaged_events"] = rr.stats().salvaged;
+      r["dropped_events"] = rr.stats().dropped;
+      r["missing_events"] = rr.stats().missing;
+      if (rr.header().close_reason != CloseReason::kNone) {
+        r["close_reason"] = std::string(CloseReasonName(rr.header().close_reason));
+      }
+      if (row.fatal_signal) r["fatal_signal"] = row.fatal_signal;
+      r["problems"] = nlohmann::json::array();
+      for (const TraceProblem& p : rr.problems()) {
+        r["problems"].push_back({{"file", p.file}, {"offset", p.offset}, {"length", p.length},
+                                 {"torn_tail", p.torn_tail}, {"message", p.message}});
+      }
+      j["ranks"].push_back(r);
+    }
+    j["problems"] = nlohmann::json::array();
+    for (const TraceProblem& p : t.problems()) j["problems"].push_back({{"file", p.file}, {"message", p.message}});
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return kExitOk;
+  }
+
+  std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), t.dir().c_str());
+  if (t.manifest()) {
+    const JobManifest& m = *t.manifest();
+    std::string cmd;
+    for (const auto& a : m.command) cmd += (cmd.empty() ? "" : " ") + a;
+    std::printf("  recorded %s by %s on %s, level %s, uuid %s\n", WallTime(m.created_realtime_ns).c_str(),
+                m.recorder.empty() ? "replay" : m.recorder.c_str(), m.host.c_str(),
+                std::string(LevelName(m.level)).c_str(), UuidToString(m.trace_uuid).c_str());
+    if (!cmd.empty()) std::printf("  command: %s\n", cmd.c_str());
+  } else {
+    std::printf("  %s\n", Paint(Color::kYellow, "no manifest (the directory was not made by `replay record`, or it is damaged)").c_str());
+  }
+  int expected = t.manifest() ? t.manifest()->world_size : -1;
+  std::printf("  ranks: %zu", rows.size());
+  if (expected > 0) std::printf(" of %d expected", expected);
+  std::printf("\n\n");
+  std::printf("  %-6s %-28s %10s %11s %10s %10s %7s %10s %s\n", "rank", "status", "events", "span",
+              "on disk", "raw", "ratio", "payloads", "problems");
+  for (const RankRow& row : rows) {
+    if (!row.reader) {
+      std::printf("  %-6d %s\n", row.entry->rank, Paint(Color::kRed, "unreadable: " + row.error.message()).c_str());
+      continue;
+    }
+    const RankReader& rr = *row.reader;
+    const RankStats& s = rr.stats();
+    int64_t span = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
+    char ratio[16] = "-";
+    if (s.raw_bytes > 0 && s.stored_bytes > 0) {
+      std::snprintf(ratio, sizeof(ratio), "%.1fx", static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes));
+    }
+    std::string status = StatusText(row);
+    Color c = rr.status() == RankStatus::kComplete ? Color::kGreen
+              : rr.status() == RankStatus::kRunning ? Color::kYellow
+                                                    : Color::kRed;
+    std::string problems;
+    if (s.dropped) problems += std::to_string(s.dropped) + " dropped ";
+    if (s.salvaged) problems += std::to_string(s.salvaged) + " salvaged ";
+    size_t damaged = 0;
+    for (const TraceProblem& p : rr.problems()) damaged += p.torn_tail ? 0 : 1;
+    if (damaged) problems += std::to_string(damaged) + " damaged ";
+    if (problems.empty()) problems = "-";
+    char status_col[64];
+    std::snprintf(status_col, sizeof(status_col), "%-28s", status.c_str());
+    std::printf("  %-6d %s %10zu %11s %10s %10s %7s %10s %s\n", rr.rank(), Paint(c, status_col).c_str(),
+                rr.events().size(), HumanDuration(span).c_str(), HumanBytes(s.stored_bytes).c_str(),
+                HumanBytes(s.raw_bytes).c_str(), ratio,
+                s.payload_bytes ? HumanBytes(s.payload_bytes).c_str() : "-", problems.c_str());
+  }
+  bool any = !t.problems().empty();
+  for (const RankRow& row : rows) any = any || (row.reader && !row.reader->problems().empty());
+  if (any) {
+    std::printf("\n  problems:\n");
+    for (const TraceProblem& p : t.problems()) std::printf("    %s: %s\n", p.file.c_str(), p.message.c_str());
+    for (const RankRow& row : rows) {
+      if (!row.reader) continue;
+      for (const TraceProblem& p : row.reader->problems()) {
+        std::printf("    rank %d: %s", row.reader->rank(), p.file.c_str());
+        if (p.length) std::printf(" at offset %llu (%llu bytes)", static_cast<unsigned long long>(p.offset),
+                                  static_cast<unsigned long long>(p.length));
+        std::printf(": %s\n", p.message.c_str());
+      }
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddInfoCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("info", "Summarise a trace: ranks, status, events, sizes");
+  cmd->footer(kHelp);
+  auto dir = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("DIR", *dir, "Trace directory")->required();
+  cmd->add_flag("--json", *json, "Print JSON instead of text");
+  cmd->callback([=] { *exit_code = Run(*dir, *json); });
+}
+
+}  // namespace replay::cli

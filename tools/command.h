@@ -1,0 +1,31 @@
+// command.h: how a subcommand plugs into the `replay` command line.
+//
+// Each subcommand lives in one file, tools/cmd_<name>.cpp, with its help text
+// beside its code, and exposes one Add<Name>Command function. main.cpp lists
+// them all in one table. Exit codes are the same for every command.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "replay/status.h"
+
+namespace replay::cli {
+
+inline constexpr int kExitOk = 0;        // success; for check/diff: nothing found
+inline constexpr int kExitFindings = 1;  // check/diff found something
+inline constexpr int kExitBadInput = 2;  // bad arguments or an unreadable trace
+
+// Adds the subcommand to `app`. When it runs, it stores its exit code in `*exit_code`.
+using AddCommandFn = void (*)(CLI::App& app, int* exit_code);
+
+struct CommandEntry {
+  const char* name;
+  AddCommandFn add;
+};
+
+// Prints "replay <command>: <message>" on stderr and returns kExitBadInput.
+int Fail(const std::string& command, const Status& status);
+int Fail(const std::string& command, const std::string& message);
+
+}  // namespace replay::cli
