@@ -9,12 +9,20 @@ namespace replay::cli {
 
 void AddInfoCommand(CLI::App& app, int* exit_code);
 void AddDumpCommand(CLI::App& app, int* exit_code);
+void AddRecordCommand(CLI::App& app, int* exit_code);
+void AddCheckCommand(CLI::App& app, int* exit_code);
+void AddDiffCommand(CLI::App& app, int* exit_code);
+void AddRerunCommand(CLI::App& app, int* exit_code);
 
 namespace {
 
 constexpr CommandEntry kCommands[] = {
+    {"record", AddRecordCommand},
     {"info", AddInfoCommand},
     {"dump", AddDumpCommand},
+    {"check", AddCheckCommand},
+    {"diff", AddDiffCommand},
+    {"rerun", AddRerunCommand},
 };
 
 }  // namespace

@@ -135,5 +135,23 @@ TEST_CASE("incompressible content is stored as is", "[trace]") {
   CHECK(back == raw);
 }
 
+TEST_CASE("a block whose zstd frame disagrees with its header is refused before allocating",
+          "[trace]") {
+  // Found by the decoder fuzz target: a damaged raw_size made every bad block
+  // cost a zeroed buffer of up to the format's block limit.
+  std::string raw(1000, 'a');
+  std::string file;
+  BlockCodec codec;
+  REQUIRE(codec.Encode(format::BlockKind::kEvents, 0, 1, Bytes(raw), &file).ok());
+  format::BlockHeader h;
+  std::memcpy(&h, file.data(), sizeof(h));
+  REQUIRE(h.codec == static_cast<uint8_t>(format::Codec::kZstd));
+  h.raw_size = format::kMaxRawBlock;
+  std::string back;
+  Status st = codec.Decode(h, Bytes(file).subspan(sizeof(h)), &back);
+  CHECK(st.code() == Status::Code::kCorruption);
+  CHECK(back.capacity() < raw.size() * 2);
+}
+
 }  // namespace
 }  // namespace replay

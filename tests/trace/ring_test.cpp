@@ -1,6 +1,9 @@
 #include "trace/ring.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
 
 #include "support/temp_dir.h"
@@ -142,6 +145,45 @@ TEST_CASE("salvage reports damage instead of crashing", "[trace]") {
   std::string foreign(8192, 'z');
   CHECK(SalvageRing({reinterpret_cast<const uint8_t*>(foreign.data()), foreign.size()}).status().code() ==
         Status::Code::kNotATrace);
+}
+
+TEST_CASE("a damaged ring header cannot make salvage run away or misbehave", "[trace]") {
+  // Found by the decoder fuzz target.
+  testing::TempDir dir;
+  RingOptions opt;
+  opt.capacity = 4096;
+  auto ring = Ring::Create(dir / "ring", opt, kUuid);
+  REQUIRE(ring.ok());
+  SlotHeader* a = (*ring)->Claim(0, 1);
+  for (int i = 0; i < 10; ++i) {
+    MarkEvent m{i};
+    REQUIRE((*ring)->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, "x", 1, 0));
+  }
+  const std::string bytes = testing::ReadFile(dir / "ring");
+  auto span = [](const std::string& b) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  };
+
+  // A capacity that makes the slot size wrap to nothing, and ~4 billion slots:
+  // reading the tails used to walk (and allocate for) every one of them.
+  std::string wrapped = bytes;
+  uint64_t capacity = ~uint64_t{0} - kSlotHeaderBytes + 1;
+  uint32_t slots = UINT32_MAX;
+  std::memcpy(&wrapped[offsetof(RingHeader, capacity)], &capacity, sizeof(capacity));
+  std::memcpy(&wrapped[offsetof(RingHeader, slots_used)], &slots, sizeof(slots));
+  CHECK(RingTails(span(wrapped)).empty());
+  CHECK(SalvageRing(span(wrapped)).status().code() == Status::Code::kCorruption);
+
+  // A calibration that is not a number: the events still come back, the times
+  // are flagged as meaningless (and converting them is not undefined).
+  std::string nan = bytes;
+  double not_a_number = std::nan("");
+  std::memcpy(&nan[offsetof(RingHeader, ns_per_tick)], &not_a_number, sizeof(double));
+  auto s = SalvageRing(span(nan));
+  REQUIRE(s.ok());
+  CHECK(s->events.size() == 10);
+  REQUIRE(s->problems.size() == 1);
+  CHECK(s->problems[0].find("calibration") != std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "replay/trace_writer.h"
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
+#include "trace/block.h"
 #include "trace/format.h"
 
 namespace replay {
@@ -161,6 +162,25 @@ TEST_CASE("a foreign file in place of a stream is refused, not parsed", "[trace]
   auto r = RankReader::Open(dir / "rank-00000");
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == Status::Code::kNotATrace);
+}
+
+TEST_CASE("a header or manifest holding an empty message is damage, not a crash", "[trace]") {
+  // Found by the decoder fuzz target: an empty block reached memcpy with a null
+  // destination.
+  const uint8_t uuid[16] = {7};
+  std::string header;
+  EncodeFileHeader(format::StreamKind::kHeader, uuid, &header);
+  BlockCodec codec;
+  REQUIRE(codec.Encode(format::BlockKind::kHeader, 0, 0, {}, &header).ok());
+  auto h = DecodeRankHeader({reinterpret_cast<const uint8_t*>(header.data()), header.size()}, "header");
+  CHECK(h.status().code() == Status::Code::kCorruption);
+
+  std::string manifest;
+  EncodeFileHeader(format::StreamKind::kManifest, uuid, &manifest);
+  REQUIRE(codec.Encode(format::BlockKind::kManifest, 0, 0, {}, &manifest).ok());
+  auto m = DecodeJobManifest({reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()},
+                             "manifest");
+  CHECK(m.status().code() == Status::Code::kCorruption);
 }
 
 }  // namespace

@@ -134,13 +134,15 @@ TEST_CASE("a process killed with SIGKILL loses none of the events it appended", 
   REQUIRE(child >= 0);
   if (child == 0) {
     WriterOptions o = Options(dir.path());
-    o.flush_interval_ns = 5'000'000;  // some events reach the events stream, the rest stay in the ring
-    o.ring_slot_bytes = 8 << 20;
+    // The first half reaches the events stream; the writer then sleeps (long
+    // flush interval, ring far from half full) and the second half stays in the ring.
+    o.flush_interval_ns = 60'000'000'000;
+    o.ring_slot_bytes = 16 << 20;
     auto w = TraceWriter::Open(o);
     if (!w.ok()) _exit(3);
     for (int i = 0; i < kEvents; ++i) {
       if (!(*w)->Append(testing::AllreduceOp(1, i + 1, 1, i))) _exit(4);
-      if (i == kEvents / 2) usleep(20000);
+      if (i == kEvents / 2 && !(*w)->Flush().ok()) _exit(5);
     }
     char c = 1;
     (void)!write(ready[1], &c, 1);

@@ -149,7 +149,14 @@ struct OpEvent {
   uint64_t send_hash;
   uint32_t send_nan;
   uint32_t send_inf;
-  // list: per-rank counts of v-collectives
+  // The receiving side, where it differs from the sending one: sendrecv's
+  // source and tag; gather/scatter/alltoall receive counts and types.
+  int32_t recv_peer;
+  int32_t recv_tag;
+  int64_t recv_count;
+  DataType recv_dtype;
+  uint32_t recv_dtype_size;
+  // list: v-collectives' counts as passed (see trace.capnp `counts`)
   bool operator==(const OpEvent&) const = default;
 };
 

@@ -36,9 +36,12 @@ namespace replay {
     "How long an appending thread waits for the writer when its ring is full before dropping (and counting) events (ms).") \
   X(env_prefixes, "ENV_PREFIXES", "OMPI_,PMIX_,PMI_,UCX_,NCCL_,CUDA_,SLURM_,TORCHELASTIC_,MASTER_,LOCAL_RANK,RANK,WORLD_SIZE,REPLAY_,OMP_,HOROVOD_,MV2_,I_MPI_,HYDRA_", \
     "Comma-separated prefixes of environment variables stored in each rank's header.")          \
+  X(hash_limit_kb, "HASH_LIMIT_KB", "64",                                                       \
+    "Buffers up to this size (KiB) are fingerprinted whole; larger ones through an evenly spaced sample of this size.") \
+  X(nan_scan, "NAN_SCAN", "all",                                                                \
+    "NaN/Inf counting of floating buffers: all (every element, so the first NaN is never missed) or hashed (only the fingerprinted bytes).") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \
-    "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.") \
-  X(log, "LOG", "warn", "Recorder log level: error, warn, info or debug (to stderr).")
+    "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
 
 struct Settings {
 #define REPLAY_SETTINGS_FIELD_(field, name, def, doc) std::string field;

@@ -60,6 +60,8 @@ class RankReader {
   // the rank can be read at all.
   static Result<std::unique_ptr<RankReader>> Open(const std::string& dir,
                                                   const ReadOptions& options = {});
+  // Whether a process is still recording into the rank directory `dir`.
+  static bool IsRunning(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   // The header; when its file is damaged, a best-effort one (rank from the

@@ -98,14 +98,26 @@ class TraceWriter {
   // Drains, syncs, completes the header with `reason` and removes the ring.
   Status Close(CloseReason reason);
 
-  // For a fatal-signal handler: asks the background thread to close the trace
-  // with CloseReason::kSignal and waits at most `timeout_ns` for it. Only
-  // async-signal-safe operations are used on the calling thread.
-  void CloseFromSignal(int signo, int64_t timeout_ns);
+  // From a signal handler, or a thread about to _exit: asks the background
+  // thread to close the trace with `reason` and waits at most `timeout_ns` for
+  // it. `signo` (0 if none) is noted in the ring first, so a reader learns it
+  // even if the process dies before the close ends. Only async-signal-safe
+  // operations are used on the calling thread.
+  void CloseFromSignal(CloseReason reason, int signo, int64_t timeout_ns);
 
-  // Refreshes the header's rank and world size once they are known; the header
-  // is rewritten at close (and now, when `now`).
-  void SetRank(int32_t rank, int32_t world_size);
+  // Appends from a signal handler, through a slot reserved for that, since the
+  // interrupted thread may be half-way through an append to its own. Lock-free
+  // and async-signal-safe; false if another handler holds the slot.
+  bool AppendFromSignal(EventKind kind, const void* body, size_t body_size);
+
+  // Changes header facts learned while recording (rank, versions); the header
+  // is rewritten with them at close.
+  void UpdateHeader(const std::function<void(RankHeader&)>& change);
+
+  // In a forked child: stop recording and forget the parent's ring and files
+  // without touching them. The writer must then never be destroyed (its
+  // background thread does not exist in the child).
+  void AbandonAfterFork();
 
   bool recording() const { return recording_.load(std::memory_order_acquire); }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
@@ -133,7 +145,9 @@ class TraceWriter {
   std::unique_ptr<State> state_;
   std::atomic<bool> recording_{false};
   std::atomic<bool> closed_{false};
-  std::atomic<int32_t> signal_close_{0};
+  std::atomic<int32_t> signal_close_{0};  // 1 + CloseReason asked for, 0 if none
+  std::atomic_flag signal_slot_busy_ = ATOMIC_FLAG_INIT;
+  SlotHeader* signal_slot_ = nullptr;
   uint64_t generation_ = 0;
 };
 

@@ -49,15 +49,16 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
     cctx_ = ZSTD_createCCtx();
     if (cctx_ == nullptr) return Status::IoError("cannot allocate a zstd compression context");
   }
+  // Compressed into a buffer that only grows, so no block pays for zeroing a
+  // worst-case-sized output it will mostly not use.
   size_t bound = ZSTD_compressBound(raw.size());
-  size_t start = out->size();
-  out->resize(start + sizeof(format::BlockHeader) + bound);
-  uint8_t* dst = reinterpret_cast<uint8_t*>(out->data()) + start + sizeof(format::BlockHeader);
-  size_t n = ZSTD_compressCCtx(cctx_, dst, bound, raw.data(), raw.size(), level_);
+  if (scratch_.size() < bound) scratch_.resize(bound);
+  size_t n = ZSTD_compressCCtx(cctx_, scratch_.data(), bound, raw.data(), raw.size(), level_);
+  const uint8_t* stored = reinterpret_cast<const uint8_t*>(scratch_.data());
   format::Codec codec = format::Codec::kZstd;
   if (ZSTD_isError(n) || n >= raw.size()) {
     // Incompressible (or a codec failure): store as is; the checksum still covers it.
-    std::memcpy(dst, raw.data(), raw.size());
+    stored = raw.data();
     n = raw.size();
     codec = format::Codec::kNone;
   }
@@ -69,9 +70,9 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
   h.raw_size = static_cast<uint32_t>(raw.size());
   h.tag = tag;
   h.aux = aux;
-  h.checksum = BlockChecksum(h, std::span<const uint8_t>(dst, n));
-  std::memcpy(out->data() + start, &h, sizeof(h));
-  out->resize(start + sizeof(h) + n);
+  h.checksum = BlockChecksum(h, std::span<const uint8_t>(stored, n));
+  out->append(reinterpret_cast<const char*>(&h), sizeof(h));
+  out->append(reinterpret_cast<const char*>(stored), n);
   return Status::Ok();
 }
 
@@ -81,13 +82,21 @@ Status BlockCodec::Decode(const format::BlockHeader& header, std::span<const uin
     return Status::Corruption("block claims " + std::to_string(header.raw_size) +
                               " bytes uncompressed, above the format's limit");
   }
-  raw->resize(header.raw_size);
   switch (static_cast<format::Codec>(header.codec)) {
     case format::Codec::kNone:
       if (stored.size() != header.raw_size) return Status::Corruption("stored block size mismatch");
-      std::memcpy(raw->data(), stored.data(), stored.size());
+      raw->assign(reinterpret_cast<const char*>(stored.data()), stored.size());
       return Status::Ok();
     case format::Codec::kZstd: {
+      // A frame that declares another size than the block is damaged: say so
+      // before allocating what the block header claims.
+      unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+      if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("zstd: not a zstd frame");
+      if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != header.raw_size) {
+        return Status::Corruption("zstd frame holds " + std::to_string(declared) +
+                                  " bytes, block header says " + std::to_string(header.raw_size));
+      }
+      raw->resize(header.raw_size);
       if (dctx_ == nullptr) {
         dctx_ = ZSTD_createDCtx();
         if (dctx_ == nullptr) return Status::IoError("cannot allocate a zstd context");

@@ -1,10 +1,12 @@
 #include "trace/event_codec.h"
 
+#include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
 #include <cstring>
+#include <optional>
 
 #include "trace/trace.capnp.h"
 #include "util/check.h"
@@ -19,6 +21,15 @@ EventView EventView::Of(const Event& e) {
 }
 
 namespace {
+
+// Time deltas wrap modulo 2^64 like the indices do, so that any pair of times
+// round-trips and a hostile delta cannot overflow a signed sum.
+int64_t WrappingSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t WrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
 
 template <typename T>
 const T& Body(const EventView& e) {
@@ -232,6 +243,9 @@ void EncodeBody(const EventView& e, s::Event::Builder b) {
   REPLAY_CHECK(false && "unknown event kind", static_cast<int>(e.kind));
 }
 
+// Each pointer is followed once: every read counts against the traversal limit.
+std::string TextString(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
 void DecodeBody(s::Event::Reader r, Event* e) {
   e->list.clear();
   e->text.clear();
@@ -386,14 +400,14 @@ void DecodeBody(s::Event::Reader r, Event* e) {
       auto g = r.getMark();
       e->kind = EventKind::kMark;
       e->mark = MarkEvent{g.getValue()};
-      e->text = std::string(g.getName().cStr(), g.getName().size());
+      e->text = TextString(g.getName());
       return;
     }
     case s::Event::ERROR: {
       auto g = r.getError();
       e->kind = EventKind::kError;
       e->error = ErrorEvent{static_cast<ErrorSource>(g.getSource()), g.getCode(), g.getComm()};
-      e->text = std::string(g.getMessage().cStr(), g.getMessage().size());
+      e->text = TextString(g.getMessage());
       return;
     }
     case s::Event::SIGNAL: {
@@ -410,9 +424,9 @@ void DecodeBody(s::Event::Reader r, Event* e) {
     case s::Event::INFO: {
       auto g = r.getInfo();
       e->kind = EventKind::kInfo;
-      e->text = std::string(g.getKey().cStr(), g.getKey().size());
+      e->text = TextString(g.getKey());
       e->info = InfoEvent{static_cast<uint32_t>(e->text.size())};
-      e->text.append(g.getValue().cStr(), g.getValue().size());
+      e->text += TextString(g.getValue());
       return;
     }
   }
@@ -426,25 +440,44 @@ void DecodeBody(s::Event::Reader r, Event* e) {
 }  // namespace
 
 struct EventBlockEncoder::Impl {
-  std::vector<capnp::word> scratch;
-  std::unique_ptr<capnp::MallocMessageBuilder> message;
+  // [segment table word][first segment]: a block that fits one segment is
+  // serialised where it was built, without a copy.
+  std::vector<capnp::word> buffer;
+  std::optional<capnp::MallocMessageBuilder> message;
   capnp::List<s::Event>::Builder events{};
   unsigned next = 0;
   uint64_t prev_index = 0;
   int64_t prev_time = 0;
+  std::string spilled;  // the serialised message when it needed more segments
 };
 
+namespace {
+
+// Words one Event takes in an event list, and a block's fixed overhead (root
+// pointer, EventBlock, list pointer and tag, with room to spare).
+constexpr size_t kEventWords =
+    s::Event::_capnpPrivate::dataWordSize + s::Event::_capnpPrivate::pointerCount;
+constexpr size_t kBlockOverheadWords = 16;
+// Event's data section in the first version of the schema (format epoch 1).
+constexpr size_t kFirstEventDataWords = 20;
+static_assert(s::Event::_capnpPrivate::dataWordSize >= kFirstEventDataWords);
+
+}  // namespace
+
 EventBlockEncoder::EventBlockEncoder() : impl_(std::make_unique<Impl>()) {
-  impl_->scratch.resize(1 << 17);  // 1 MiB first segment, reused across blocks
+  impl_->buffer = std::vector<capnp::word>(1 + (1 << 17));  // 1 MiB, grown as blocks need
 }
 
 EventBlockEncoder::~EventBlockEncoder() = default;
 
 void EventBlockEncoder::Begin(size_t count, uint64_t first_index, int64_t base_time_ns) {
   Impl& m = *impl_;
-  m.message.reset();  // zeroes the used part of the scratch segment
-  m.message = std::make_unique<capnp::MallocMessageBuilder>(
-      kj::arrayPtr(m.scratch.data(), m.scratch.size()));
+  m.message.reset();  // zeroes the used part of the first segment for reuse
+  // Room for every event's struct, so lists and text are all that can spill
+  // into a second segment. The buffer only grows, and stays zeroed.
+  size_t want = 1 + count * kEventWords + kBlockOverheadWords + count / 4;
+  if (m.buffer.size() < want) m.buffer = std::vector<capnp::word>(want + want / 4);  // zeroed
+  m.message.emplace(kj::arrayPtr(m.buffer.data() + 1, m.buffer.size() - 1));
   auto block = m.message->initRoot<s::EventBlock>();
   block.setFirstIndex(first_index);
   block.setBaseTimeNs(base_time_ns);
@@ -459,7 +492,7 @@ void EventBlockEncoder::Add(const EventView& e) {
   REPLAY_CHECK(m.next < m.events.size(), m.next, m.events.size());
   auto b = m.events[m.next++];
   b.setIndexGap(static_cast<int64_t>(e.index - m.prev_index - 1));
-  b.setTimeDeltaNs(e.time_ns - m.prev_time);
+  b.setTimeDeltaNs(WrappingSub(e.time_ns, m.prev_time));
   b.setThread(e.thread);
   b.setCallSite(e.call_site);
   m.prev_index = e.index;
@@ -467,24 +500,37 @@ void EventBlockEncoder::Add(const EventView& e) {
   EncodeBody(e, b);
 }
 
-void EventBlockEncoder::Finish(std::string* out) {
+std::span<const uint8_t> EventBlockEncoder::Finish() {
   Impl& m = *impl_;
   REPLAY_CHECK(m.next == m.events.size(), m.next, m.events.size());
   auto segments = m.message->getSegmentsForOutput();
   // Standard stream framing (capnp/serialize.h): segment count - 1, sizes, pad, segments.
+  if (segments.size() == 1 && segments[0].begin() == m.buffer.data() + 1) {
+    auto* table = reinterpret_cast<uint32_t*>(m.buffer.data());
+    table[0] = 0;
+    table[1] = static_cast<uint32_t>(segments[0].size());
+    return {reinterpret_cast<const uint8_t*>(m.buffer.data()),
+            (1 + segments[0].size()) * sizeof(capnp::word)};
+  }
   size_t table_words = (segments.size() + 2) / 2;
   size_t words = table_words;
   for (auto seg : segments) words += seg.size();
-  out->resize(words * sizeof(capnp::word));
-  auto* table = reinterpret_cast<uint32_t*>(out->data());
+  m.spilled.resize(words * sizeof(capnp::word));
+  auto* table = reinterpret_cast<uint32_t*>(m.spilled.data());
   std::memset(table, 0, table_words * sizeof(capnp::word));
   table[0] = static_cast<uint32_t>(segments.size() - 1);
   for (size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<uint32_t>(segments[i].size());
-  char* p = out->data() + table_words * sizeof(capnp::word);
+  char* p = m.spilled.data() + table_words * sizeof(capnp::word);
   for (auto seg : segments) {
     std::memcpy(p, seg.begin(), seg.size() * sizeof(capnp::word));
     p += seg.size() * sizeof(capnp::word);
   }
+  return {reinterpret_cast<const uint8_t*>(m.spilled.data()), m.spilled.size()};
+}
+
+void EventBlockEncoder::Finish(std::string* out) {
+  std::span<const uint8_t> bytes = Finish();
+  out->assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 Status DecodeEventBlock(std::span<const uint8_t> raw, std::vector<Event>* out) {
@@ -496,16 +542,27 @@ Status DecodeEventBlock(std::span<const uint8_t> raw, std::vector<Event>* out) {
   std::memcpy(words.data(), raw.data(), raw.size());
   try {
     capnp::ReaderOptions options;
-    options.traversalLimitInWords = words.size() * 4 + 1024;
+    // A writer's message is read once: each object is visited a single time.
+    options.traversalLimitInWords = words.size() + 1024;
     options.nestingLimit = 16;
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()), options);
     auto block = reader.getRoot<s::EventBlock>();
     uint64_t index = block.getFirstIndex() - 1;
     int64_t time = block.getBaseTimeNs();
-    for (auto r : block.getEvents()) {
+    auto events = block.getEvents();
+    // Every writer gives an Event at least the data section of the first
+    // schema (its union tag is in the last of those words; later schemas only
+    // grow it). Smaller elements are damage, and would let a few compressed
+    // bytes declare millions of events.
+    if (events.size() != 0 &&
+        capnp::AnyStruct::Reader(events[0]).getDataSection().size() <
+            kFirstEventDataWords * sizeof(capnp::word)) {
+      return Status::Corruption("event block holds events smaller than any writer makes");
+    }
+    for (auto r : events) {
       Event e;
       index = index + 1 + static_cast<uint64_t>(r.getIndexGap());
-      time += r.getTimeDeltaNs();
+      time = WrappingAdd(time, r.getTimeDeltaNs());
       e.index = index;
       e.time_ns = time;
       e.thread = r.getThread();

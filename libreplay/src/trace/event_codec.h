@@ -42,6 +42,9 @@ class EventBlockEncoder {
   // Adds the next event; exactly `count` calls between Begin and Finish.
   void Add(const EventView& e);
   // Serialises the block (unpacked Cap'n Proto, single-segment when it fits).
+  // The bytes stay valid until the next Begin or the encoder's destruction.
+  std::span<const uint8_t> Finish();
+  // The same, copied into `out`.
   void Finish(std::string* out);
 
  private:

@@ -8,7 +8,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <ctime>
 
 namespace replay {
@@ -18,6 +20,22 @@ uint64_t RoundUpPow2(uint64_t v) {
   uint64_t p = 4096;
   while (p < v) p <<= 1;
   return p;
+}
+
+// A slot capacity Ring::Create can have produced: a power of two from 4 KiB, and
+// not absurdly large. Readers check it before doing arithmetic with it.
+bool PlausibleCapacity(uint64_t capacity) {
+  return capacity >= 4096 && (capacity & (capacity - 1)) == 0 && capacity <= (1ull << 34);
+}
+
+// Event time (ns since start_mono_ns) of a record in a ring file. The
+// calibration comes from the file and is not trusted: where it is damaged the
+// result is meaningless (SalvageRing says so) but never undefined.
+int64_t SalvagedTimeNs(const RingHeader& h, uint64_t ticks) {
+  double scaled = static_cast<double>(static_cast<int64_t>(ticks - h.tick_base)) * h.ns_per_tick;
+  int64_t dt_ns = std::isfinite(scaled) ? static_cast<int64_t>(std::clamp(scaled, -9e18, 9e18)) : 0;
+  return static_cast<int64_t>(static_cast<uint64_t>(h.mono_base_ns) + static_cast<uint64_t>(dt_ns) -
+                              static_cast<uint64_t>(h.start_mono_ns));
 }
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* timeout) {
@@ -203,33 +221,6 @@ void Ring::WaitForWork(int64_t timeout_ns) {
   work_.store(0, std::memory_order_release);
 }
 
-uint64_t Ring::Drain(SlotHeader* slot, size_t max_records,
-                     const std::function<void(const RingRecord&)>& visit) const {
-  uint64_t head = slot->head.load(std::memory_order_acquire);
-  uint64_t pos = slot->tail.load(std::memory_order_relaxed);
-  size_t n = 0;
-  while (pos < head && n < max_records) {
-    uint64_t off = pos & mask_;
-    const auto* h = reinterpret_cast<const RecordHeader*>(Data(slot) + off);
-    if (h->kind == kPadKind) {
-      pos += capacity_ - off;
-      continue;
-    }
-    if (h->size < sizeof(RecordHeader) || h->size > capacity_ - off || (h->size & 7) != 0) {
-      // Our own memory, damaged: give up on this slot's backlog rather than crash.
-      return head;
-    }
-    const auto* body = reinterpret_cast<const uint8_t*>(h + 1);
-    size_t body_size = EventBodySize(static_cast<EventKind>(h->kind));
-    const auto* list = reinterpret_cast<const int64_t*>(body + body_size);
-    const auto* text = reinterpret_cast<const char*>(list + h->list_count);
-    visit(RingRecord{h, body, list, text});
-    pos += h->size;
-    ++n;
-  }
-  return pos;
-}
-
 void Ring::ReapReleased() {
   uint32_t n = slots_used();
   for (uint32_t i = 0; i < n; ++i) {
@@ -258,6 +249,15 @@ int64_t Ring::TicksToEventNs(uint64_t ticks) const {
   return mono - h->start_mono_ns;
 }
 
+TickClock Ring::Clock() const {
+  TickClock c;
+  c.tsc = tsc_;
+  c.tick_base = header_->tick_base;
+  c.mono_base_ns = header_->mono_base_ns;
+  c.ns_per_tick = header_->ns_per_tick;
+  return c;
+}
+
 void Ring::RefineClock() {
   TickClock c;
   c.tsc = tsc_;
@@ -273,12 +273,15 @@ std::vector<uint64_t> RingTails(std::span<const uint8_t> file) {
   if (file.size() < sizeof(RingHeader)) return tails;
   RingHeader h;
   std::memcpy(static_cast<void*>(&h), file.data(), sizeof(h));
-  if (std::memcmp(h.magic, kRingMagic, sizeof(h.magic)) != 0 || h.capacity == 0) return tails;
+  if (std::memcmp(h.magic, kRingMagic, sizeof(h.magic)) != 0 || !PlausibleCapacity(h.capacity)) {
+    return tails;
+  }
+  // A slot is at least 4 KiB, so the file's size bounds the walk whatever
+  // slots_used says.
   uint64_t slot_bytes = kSlotHeaderBytes + h.capacity;
   uint64_t slots = h.slots_used.load();
-  for (uint64_t i = 0; i < slots; ++i) {
-    uint64_t at = kRingHeaderBytes + i * slot_bytes;
-    if (at + sizeof(SlotHeader) > file.size()) break;
+  for (uint64_t i = 0, at = kRingHeaderBytes; i < slots; ++i, at += slot_bytes) {
+    if (at > file.size() || file.size() - at < sizeof(SlotHeader)) break;
     SlotHeader sh;
     std::memcpy(static_cast<void*>(&sh), file.data() + at, sizeof(sh));
     tails.push_back(sh.tail.load());
@@ -300,7 +303,7 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
                            " is newer than this replay reads (" + std::to_string(kRingVersion) +
                            "): upgrade replay");
   }
-  if (h.capacity < 4096 || (h.capacity & (h.capacity - 1)) != 0 || h.capacity > (1ull << 34)) {
+  if (!PlausibleCapacity(h.capacity)) {
     return Status::Corruption("ring file has an impossible slot capacity " + std::to_string(h.capacity));
   }
   SalvagedRing out;
@@ -309,6 +312,10 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
   out.fatal_signal = h.fatal_signal.load();
   out.lost_no_slot = h.lost_no_slot.load();
   out.pid = h.pid;
+  if (!(h.ns_per_tick > 0 && h.ns_per_tick < 1e3)) {  // false for NaN too
+    out.problems.push_back("ring clock calibration is damaged (" + std::to_string(h.ns_per_tick) +
+                           " ns per tick): salvaged event times are not meaningful");
+  }
   uint64_t slot_bytes = kSlotHeaderBytes + h.capacity;
   uint64_t slots = h.slots_used.load();
   uint64_t present = (file.size() - kRingHeaderBytes) / slot_bytes;
@@ -363,9 +370,7 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
       rec.list = list.data();
       rec.text = reinterpret_cast<const char*>(bp + body + rh.list_count * 8);
       Event e;
-      int64_t dt = static_cast<int64_t>(rh.ticks - h.tick_base);
-      int64_t mono = h.mono_base_ns + static_cast<int64_t>(static_cast<double>(dt) * h.ns_per_tick);
-      RecordToEvent(rec, mono - h.start_mono_ns, &e);
+      RecordToEvent(rec, SalvagedTimeNs(h, rh.ticks), &e);
       if (pos >= skip_before) out.events.push_back(std::move(e));
       pos += rh.size;
     }

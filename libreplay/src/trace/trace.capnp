@@ -230,7 +230,7 @@ enum ErrorSource {
 struct EventBlock {
   firstIndex @0 :UInt64;   # index of the first event of `events`
   baseTimeNs @1 :Int64;    # reference for the first event's timeDeltaNs
-  events @2 :List(Event);
+  events @2 :List(Event);  # in index order; each element at least the 20 data words of the first Event schema (readers refuse smaller)
 }
 
 struct Event {
@@ -240,7 +240,8 @@ struct Event {
   indexGap @0 :Int64;
   # time (ns since RankHeader.startMonotonicNs) = previous event's time in the
   # block + timeDeltaNs (the first event: baseTimeNs + timeDeltaNs). Threads
-  # interleave, so deltas may be negative.
+  # interleave, so deltas may be negative; the sums wrap modulo 2^64, as the
+  # indices' do.
   timeDeltaNs @1 :Int64;
   thread @2 :UInt32;        # per-rank thread number; 0 is the first thread that recorded
   callSite @3 :UInt64;      # return address into the caller of the intercepted function; 0 if unknown

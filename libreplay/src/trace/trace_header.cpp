@@ -149,15 +149,18 @@ Status Unframe(std::span<const uint8_t> file, format::StreamKind stream, format:
   BlockCodec codec;
   std::string raw;
   REPLAY_RETURN_IF_ERROR(codec.Decode(block.header, block.stored, &raw).WithContext(what));
-  if (raw.size() % sizeof(capnp::word) != 0) return Status::Corruption(what + " is not whole words");
-  words->resize(raw.size() / sizeof(capnp::word));
+  if (raw.empty() || raw.size() % sizeof(capnp::word) != 0) {
+    return Status::Corruption(what + " does not hold a whole message (" + std::to_string(raw.size()) +
+                              " bytes)");
+  }
+  *words = std::vector<capnp::word>(raw.size() / sizeof(capnp::word));
   std::memcpy(words->data(), raw.data(), raw.size());
   return Status::Ok();
 }
 
 capnp::ReaderOptions Limits(size_t words) {
   capnp::ReaderOptions o;
-  o.traversalLimitInWords = words * 4 + 1024;
+  o.traversalLimitInWords = words + 1024;  // a writer's message is read once
   o.nestingLimit = 16;
   return o;
 }

@@ -236,6 +236,11 @@ Status RankReader::Load(const ReadOptions& options) {
   return Status::Ok();
 }
 
+bool RankReader::IsRunning(const std::string& dir) {
+  std::string ring = dir + "/" + format::kRingFile;
+  return FileExists(ring) && RingLocked(ring);
+}
+
 bool RankReader::has_payloads() const {
   return FileExists(dir_ + "/" + format::kPayloadsFile);
 }

@@ -43,7 +43,7 @@ struct ThreadSlotCache {
     slot = nullptr;
   }
 };
-thread_local ThreadSlotCache t_slot;
+thread_local ThreadSlotCache t_slot __attribute__((tls_model("initial-exec")));
 
 std::string RankDirName(int32_t rank, int32_t pid) {
   char buf[48];
@@ -78,7 +78,6 @@ struct TraceWriter::State {
   EventBlockEncoder encoder;
   std::vector<PendingRecord> pending;
   std::vector<uint64_t> slot_end;
-  std::string raw;
   std::string out;
 
   std::mutex payload_mu;
@@ -165,6 +164,7 @@ Status TraceWriter::Start() {
   REPLAY_ASSIGN_OR_RETURN(st.ring,
                           Ring::Create(rank_dir_ + "/" + format::kRingFile, ro, h.trace_uuid.data()));
 
+  signal_slot_ = st.ring->Claim(UINT32_MAX, 0);
   generation_ = g_next_generation.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(g_live_mu);
@@ -305,8 +305,8 @@ void TraceWriter::BackgroundLoop() {
   int rounds = 0;
   while (!st.stop.load(std::memory_order_acquire)) {
     st.ring->WaitForWork(options_.flush_interval_ns);
-    if (int signo = signal_close_.load(std::memory_order_acquire); signo != 0) {
-      Close(CloseReason::kSignal);
+    if (int asked = signal_close_.load(std::memory_order_acquire); asked != 0) {
+      Close(static_cast<CloseReason>(asked - 1));
       st.signal_closed.store(true, std::memory_order_release);
       return;
     }
@@ -340,16 +340,19 @@ Status TraceWriter::DrainOnce() {
     if (!std::is_sorted(st.pending.begin(), st.pending.end(), by_index)) {
       std::sort(st.pending.begin(), st.pending.end(), by_index);
     }
+    const TickClock clock = ring.Clock();
+    const int64_t start_ns = ring.start_mono_ns();
+    auto event_ns = [&](uint64_t ticks) { return clock.ToMonotonicNs(ticks) - start_ns; };
     for (size_t at = 0; at < st.pending.size(); at += options_.block_events) {
       size_t n = std::min<size_t>(options_.block_events, st.pending.size() - at);
       const PendingRecord& first = st.pending[at];
-      int64_t base_time = ring.TicksToEventNs(first.rec.header->ticks);
+      int64_t base_time = event_ns(first.rec.header->ticks);
       st.encoder.Begin(n, first.index, base_time);
       for (size_t i = at; i < at + n; ++i) {
         const RingRecord& r = st.pending[i].rec;
         const RecordHeader& h = *r.header;
         EventView v{h.index,
-                    ring.TicksToEventNs(h.ticks),
+                    event_ns(h.ticks),
                     h.thread,
                     h.call_site,
                     static_cast<EventKind>(h.kind),
@@ -362,16 +365,14 @@ Status TraceWriter::DrainOnce() {
         }
         st.encoder.Add(v);
       }
-      st.encoder.Finish(&st.raw);
+      std::span<const uint8_t> raw = st.encoder.Finish();
       st.out.clear();
-      REPLAY_RETURN_IF_ERROR(st.codec.Encode(
-          format::BlockKind::kEvents, first.index, n,
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(st.raw.data()), st.raw.size()),
-          &st.out));
+      REPLAY_RETURN_IF_ERROR(
+          st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out));
       REPLAY_RETURN_IF_ERROR(st.events->Append(st.out));
       st.events_written.fetch_add(n, std::memory_order_relaxed);
       st.blocks_written.fetch_add(1, std::memory_order_relaxed);
-      st.raw_bytes.fetch_add(st.raw.size(), std::memory_order_relaxed);
+      st.raw_bytes.fetch_add(raw.size(), std::memory_order_relaxed);
       st.stored_bytes.fetch_add(st.out.size(), std::memory_order_relaxed);
     }
     // Durable in the events stream (page cache): the ring space can go.
@@ -401,10 +402,31 @@ Status TraceWriter::WriteHeader(bool complete) {
   return st.fs->WriteAtomic(rank_dir_ + "/" + format::kHeaderFile, bytes);
 }
 
-void TraceWriter::SetRank(int32_t rank, int32_t world_size) {
+void TraceWriter::UpdateHeader(const std::function<void(RankHeader&)>& change) {
   std::lock_guard<std::mutex> lock(state_->header_mu);
-  options_.header.rank = rank;
-  options_.header.world_size = world_size;
+  change(options_.header);
+}
+
+bool TraceWriter::AppendFromSignal(EventKind kind, const void* body, size_t body_size) {
+  if (!recording_.load(std::memory_order_acquire) || signal_slot_ == nullptr) return false;
+  if (signal_slot_busy_.test_and_set(std::memory_order_acquire)) return false;
+  // Attribute the signal to the thread it interrupted, when that thread records.
+  signal_slot_->thread = t_slot.generation == generation_ && t_slot.slot != nullptr
+                             ? t_slot.slot->thread
+                             : UINT32_MAX;
+  bool ok = state_->ring->AppendRecord(signal_slot_, kind, body, body_size, nullptr, 0, nullptr, 0, 0);
+  signal_slot_busy_.clear(std::memory_order_release);
+  return ok;
+}
+
+void TraceWriter::AbandonAfterFork() {
+  recording_.store(false, std::memory_order_release);
+  closed_.store(true, std::memory_order_release);
+  if (state_->ring != nullptr) state_->ring->AbandonAfterFork();
+  // The std::thread object names a thread of the parent: forget it unjoined.
+  new (&state_->background) std::thread();
+  state_->events.release();
+  state_->payloads.release();
 }
 
 Status TraceWriter::Close(CloseReason reason) {
@@ -447,12 +469,12 @@ Status TraceWriter::Close(CloseReason reason) {
   return result.ok() ? failure() : result;
 }
 
-void TraceWriter::CloseFromSignal(int signo, int64_t timeout_ns) {
+void TraceWriter::CloseFromSignal(CloseReason reason, int signo, int64_t timeout_ns) {
   State& st = *state_;
   if (st.ring == nullptr || closed()) return;
-  st.ring->header()->fatal_signal.store(signo, std::memory_order_relaxed);
+  if (signo != 0) st.ring->header()->fatal_signal.store(signo, std::memory_order_relaxed);
   if (!st.background.joinable()) return;
-  signal_close_.store(signo, std::memory_order_release);
+  signal_close_.store(static_cast<int32_t>(reason) + 1, std::memory_order_release);
   st.ring->Wake();
   // Bounded: if the writer cannot finish (it may need a lock the interrupted
   // thread holds) the ring still has everything; the reader salvages it.

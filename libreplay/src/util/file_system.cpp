@@ -78,7 +78,8 @@ class PosixFileSystem : public FileSystem {
     return std::unique_ptr<WritableFile>(new PosixFile(fd, path));
   }
   Status WriteAtomic(const std::string& path, std::string_view data) override {
-    std::string tmp = path + ".tmp";
+    // Unique per writer: several ranks may write the same manifest at once.
+    std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(gettid());
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return Status::FromErrno("cannot create " + tmp, errno);
     Status st = WriteAll(fd, data, tmp);

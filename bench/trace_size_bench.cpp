@@ -1,0 +1,294 @@
+// trace_size_bench: bytes per event of the synthetic training stream
+// (bench_support.h) as the writer stores it, beside the alternatives, on the same
+// events: Cap'n Proto unpacked and packed without compression, zstd at several
+// levels over the unpacked message (what the events stream holds), and zstd over
+// the packed message. Blocks are cut at several sizes because the writer's block
+// size depends on the event rate: it writes a block at least every flush interval
+// (250 ms), so a job making 1000 calls a second writes blocks of ~250 events.
+//
+// Every variant counts the 40-byte block header of format.h once per block.
+// "excl. fp" subtracts 8 bytes for every fingerprint the stream carries, which is
+// random by construction and cannot compress.
+//
+// With --what-if, a second table sizes two encodings that are NOT the trace
+// format (see EncodeWhatIf), to show what a format change would buy.
+//
+// Usage: trace_size_bench [--events=N] [--blocks=8192,1024,256] [--levels=-5,1,3,9,19]
+//                         [--reps=3] [--what-if] [--what-if-level=3] [--quick]
+#include <capnp/serialize-packed.h>
+#include <capnp/serialize.h>
+#include <kj/io.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <sstream>
+
+#include "bench_support.h"
+#include "trace/block.h"
+#include "trace/event_codec.h"
+#include "trace/format.h"
+
+namespace replay::bench {
+namespace {
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The writer's encoding of `events`, cut into blocks of `per_block`.
+std::vector<std::string> EncodeBlocks(const std::vector<Event>& events, size_t per_block) {
+  std::vector<std::string> blocks;
+  EventBlockEncoder encoder;
+  for (size_t at = 0; at < events.size(); at += per_block) {
+    size_t n = std::min(per_block, events.size() - at);
+    encoder.Begin(n, events[at].index, events[at].time_ns);
+    for (size_t i = at; i < at + n; ++i) encoder.Add(EventView::Of(events[i]));
+    std::string raw;
+    encoder.Finish(&raw);
+    blocks.push_back(std::move(raw));
+  }
+  return blocks;
+}
+
+std::string Pack(const std::string& raw) {
+  std::vector<capnp::word> words(raw.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), raw.data(), raw.size());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+  std::vector<kj::ArrayPtr<const capnp::word>> segments;
+  for (unsigned i = 0;; ++i) {
+    auto seg = reader.getSegment(i);
+    if (seg == nullptr) break;
+    segments.push_back(seg);
+  }
+  kj::VectorOutputStream out;
+  capnp::writePackedMessage(out, kj::arrayPtr(segments.data(), segments.size()));
+  auto a = out.getArray();
+  return std::string(reinterpret_cast<const char*>(a.begin()), a.size());
+}
+
+// Encodings that are not the trace format, to size what a format change would
+// buy (--what-if). kSeqDelta stores each op/ret/completion `seq` as the
+// difference from the previous one on the same communicator in the block;
+// kTimeColumn also moves every time delta out of the events into one column of
+// little-endian int64 after the message (as a List(Int64) in EventBlock would).
+enum class WhatIf { kNone, kSeqDelta, kTimeColumn };
+
+std::vector<std::string> EncodeWhatIf(const std::vector<Event>& events, size_t per_block, WhatIf what) {
+  std::vector<std::string> blocks;
+  EventBlockEncoder encoder;
+  for (size_t at = 0; at < events.size(); at += per_block) {
+    size_t n = std::min(per_block, events.size() - at);
+    std::vector<Event> block(events.begin() + static_cast<ptrdiff_t>(at),
+                             events.begin() + static_cast<ptrdiff_t>(at + n));
+    std::vector<std::pair<uint64_t, uint64_t>> last;  // comm -> seq
+    auto delta = [&](uint64_t comm, uint64_t* seq) {
+      auto it = std::find_if(last.begin(), last.end(), [&](const auto& p) { return p.first == comm; });
+      if (it == last.end()) it = last.insert(last.end(), {comm, 0});
+      uint64_t s = *seq;
+      *seq = s - it->second;
+      it->second = s;
+    };
+    std::string column;
+    int64_t prev = block.front().time_ns;
+    for (Event& e : block) {
+      if (e.kind == EventKind::kOp) delta(e.op.comm, &e.op.seq);
+      if (e.kind == EventKind::kReturn) delta(e.ret.comm, &e.ret.seq);
+      if (e.kind == EventKind::kCompletion) delta(e.completion.comm, &e.completion.seq);
+      if (what == WhatIf::kTimeColumn) {
+        int64_t d = e.time_ns - prev;
+        prev = e.time_ns;
+        column.append(reinterpret_cast<const char*>(&d), sizeof(d));
+        e.time_ns = block.front().time_ns;
+      }
+    }
+    encoder.Begin(n, block.front().index, block.front().time_ns);
+    for (const Event& e : block) encoder.Add(EventView::Of(e));
+    std::string raw;
+    encoder.Finish(&raw);
+    blocks.push_back(raw + column);
+  }
+  return blocks;
+}
+
+struct Variant {
+  std::string name;
+  // Stored bytes of one raw (unpacked) block, framing included; `packed` is the
+  // same block packed, precomputed.
+  std::function<size_t(const std::string& raw, const std::string& packed)> size;
+};
+
+}  // namespace
+}  // namespace replay::bench
+
+int main(int argc, char** argv) {
+  using namespace replay;
+  using namespace replay::bench;
+  Flags flags(argc, argv);
+  bool quick = flags.Has("quick");
+  int64_t n_events = flags.Int("events", quick ? 8192 * 2 : 8192 * 24);
+  std::vector<int64_t> block_sizes = ParseList(flags.Str("blocks", "8192,1024,256"));
+  std::vector<int64_t> levels = ParseList(flags.Str("levels", "-5,1,3,9,19"));
+  int reps = static_cast<int>(flags.Int("reps", quick ? 1 : 3));
+  bool what_if = flags.Has("what-if");
+  int what_if_level = static_cast<int>(flags.Int("what-if-level", 3));
+  if (auto unused = flags.Unused(); !unused.empty()) {
+    std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
+    return 2;
+  }
+  PrintEnvironment("trace_size_bench");
+
+  TrainingStream stream;
+  std::vector<Event> events;
+  events.reserve(static_cast<size_t>(n_events));
+  for (int64_t i = 0; i < n_events; ++i) events.push_back(stream.Next());
+  double fp_per_event = static_cast<double>(stream.fingerprints()) / static_cast<double>(n_events);
+  std::printf("# stream: %lld events, %.2f events/step, %.3f fingerprints/event, "
+              "timing noise %.2f bits/event (%.2f B/event)\n\n",
+              static_cast<long long>(n_events), stream.events_per_step(), fp_per_event,
+              stream.jitter_bits() / static_cast<double>(n_events),
+              stream.jitter_bits() / static_cast<double>(n_events) / 8);
+
+  constexpr size_t kHeader = sizeof(format::BlockHeader);
+  std::vector<Variant> variants;
+  variants.push_back({"capnp unpacked, no compression",
+                      [](const std::string& raw, const std::string&) { return raw.size() + kHeader; }});
+  variants.push_back({"capnp packed, no compression",
+                      [](const std::string&, const std::string& packed) { return packed.size() + kHeader; }});
+  for (int64_t level : levels) {
+    auto codec = std::make_shared<BlockCodec>(static_cast<int>(level));
+    variants.push_back({"zstd " + std::to_string(level) + " of unpacked" + (level == 3 ? " (writer)" : ""),
+                        [codec](const std::string& raw, const std::string&) {
+                          std::string out;
+                          Status s = codec->Encode(format::BlockKind::kEvents, 0, 0, Bytes(raw), &out);
+                          if (!s.ok()) std::abort();
+                          return out.size();
+                        }});
+  }
+  for (int64_t level : levels) {
+    auto cctx = std::shared_ptr<ZSTD_CCtx>(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    auto buf = std::make_shared<std::string>();
+    variants.push_back({"zstd " + std::to_string(level) + " of packed",
+                        [cctx, buf, level](const std::string&, const std::string& packed) {
+                          buf->resize(ZSTD_compressBound(packed.size()));
+                          size_t n = ZSTD_compressCCtx(cctx.get(), buf->data(), buf->size(),
+                                                       packed.data(), packed.size(),
+                                                       static_cast<int>(level));
+                          if (ZSTD_isError(n)) std::abort();
+                          return std::min(n, packed.size()) + kHeader;
+                        }});
+  }
+
+  // Sizes, and for the largest block size the time each variant takes.
+  std::vector<std::string> heading = {"encoding"};
+  for (int64_t b : block_sizes) {
+    heading.push_back("B/ev @" + std::to_string(b));
+    heading.push_back("excl.fp");
+  }
+  heading.push_back("ns/ev");
+  heading.push_back("MB/s in");
+  Table table(heading);
+  std::vector<std::vector<std::string>> rows(variants.size());
+  std::vector<std::vector<std::string>> timing(variants.size());
+  for (size_t v = 0; v < variants.size(); ++v) rows[v].push_back(variants[v].name);
+
+  double encode_ns = 0;
+  for (size_t bi = 0; bi < block_sizes.size(); ++bi) {
+    size_t per_block = static_cast<size_t>(block_sizes[bi]);
+    std::vector<double> enc_times;
+    std::vector<std::string> raw;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = NowSeconds();
+      raw = EncodeBlocks(events, per_block);
+      enc_times.push_back(NowSeconds() - t0);
+    }
+    if (bi == 0) encode_ns = *std::min_element(enc_times.begin(), enc_times.end()) * 1e9 / static_cast<double>(n_events);
+    // The writer's blocks must read back as the events that went in.
+    std::vector<Event> back;
+    for (const std::string& b : raw) {
+      if (!DecodeEventBlock(Bytes(b), &back).ok()) {
+        std::fprintf(stderr, "block does not decode\n");
+        return 1;
+      }
+    }
+    if (back.size() != events.size() || !std::equal(back.begin(), back.end(), events.begin())) {
+      std::fprintf(stderr, "decoded events differ from the input\n");
+      return 1;
+    }
+    std::vector<std::string> packed;
+    size_t raw_bytes = 0;
+    for (const std::string& b : raw) {
+      packed.push_back(Pack(b));
+      raw_bytes += b.size();
+    }
+    for (size_t v = 0; v < variants.size(); ++v) {
+      size_t total = 0;
+      std::vector<double> times;
+      for (int r = 0; r < (bi == 0 ? reps : 1); ++r) {
+        total = 0;
+        double t0 = NowSeconds();
+        for (size_t k = 0; k < raw.size(); ++k) total += variants[v].size(raw[k], packed[k]);
+        times.push_back(NowSeconds() - t0);
+      }
+      double per_event = static_cast<double>(total) / static_cast<double>(n_events);
+      rows[v].push_back(Fixed(per_event, 2));
+      rows[v].push_back(Fixed(per_event - 8 * fp_per_event, 2));
+      if (bi == 0) {
+        double secs = *std::min_element(times.begin(), times.end());
+        timing[v].push_back(Fixed(secs * 1e9 / static_cast<double>(n_events), 1));
+        timing[v].push_back(Fixed(static_cast<double>(raw_bytes) / secs / 1e6, 0));
+      }
+    }
+  }
+  for (size_t v = 0; v < variants.size(); ++v) {
+    rows[v].insert(rows[v].end(), timing[v].begin(), timing[v].end());
+    table.Add(rows[v]);
+  }
+  table.Print();
+  if (what_if) {
+    std::printf("\nWhat if (not the trace format): zstd %d, B/event excl. fingerprints\n\n",
+                what_if_level);
+    std::vector<std::string> h = {"encoding"};
+    for (int64_t b : block_sizes) h.push_back("@" + std::to_string(b));
+    Table t(h);
+    BlockCodec codec(what_if_level);
+    const std::pair<const char*, WhatIf> cases[] = {
+        {"the writer's encoding", WhatIf::kNone},
+        {"seq as a per-communicator delta", WhatIf::kSeqDelta},
+        {"+ time deltas in one column", WhatIf::kTimeColumn}};
+    for (const auto& [name, what] : cases) {
+      std::vector<std::string> row = {name};
+      for (int64_t b : block_sizes) {
+        size_t total = 0;
+        std::vector<std::string> blocks = what == WhatIf::kNone
+                                              ? EncodeBlocks(events, static_cast<size_t>(b))
+                                              : EncodeWhatIf(events, static_cast<size_t>(b), what);
+        for (const std::string& raw : blocks) {
+          std::string out;
+          if (!codec.Encode(format::BlockKind::kEvents, 0, 0, Bytes(raw), &out).ok()) return 1;
+          total += out.size();
+        }
+        row.push_back(Fixed(static_cast<double>(total) / static_cast<double>(n_events) - 8 * fp_per_event, 2));
+      }
+      t.Add(row);
+    }
+    t.Print();
+  }
+  std::printf("\nEventBlockEncoder: %.1f ns/event at %lld events per block (best of %d).\n"
+              "ns/ev and MB/s time the variant alone (best of the runs; packing excluded for the\n"
+              "packed rows), at %lld events per block; MB/s counts unpacked input bytes.\n",
+              encode_ns, static_cast<long long>(block_sizes[0]), reps,
+              static_cast<long long>(block_sizes[0]));
+  return 0;
+}

@@ -1,0 +1,30 @@
+// api.h: the ids and names of every intercepted function.
+//
+// Expanded from the family tables (mpi_api.def, rng_api.def); an id is the
+// index of the function's name in the rank header's apiNames. Ids may change
+// between versions of replay: traces carry their own name table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace replay::interpose {
+
+enum ApiId : uint16_t {
+#define REPLAY_MPI(name, ...) kApi_##name,
+#include "mpi_api.def"
+#undef REPLAY_MPI
+#define REPLAY_RNG(name, ...) kApi_##name,
+#define REPLAY_RNG_OPEN(name, ...) kApi_##name,
+#include "rng_api.def"
+#undef REPLAY_RNG
+#undef REPLAY_RNG_OPEN
+  kApi_replay_mark,
+  kApiCount
+};
+
+const char* ApiName(ApiId id);
+std::vector<std::string> AllApiNames();
+
+}  // namespace replay::interpose

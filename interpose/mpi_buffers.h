@@ -1,0 +1,55 @@
+// mpi_buffers.h: what the recorder knows about MPI buffers, shared by
+// recording (fingerprints, payloads) and re-running (filling receive buffers).
+// Thread-safe: the datatype cache is; the rest is stateless.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "mpi_record.h"
+
+namespace replay::interpose::mpi {
+
+struct TypeInfo {
+  DataType dt = DataType::kUnknown;
+  DataType base = DataType::kUnknown;  // NaN counting: the one basic type inside, if any
+  uint32_t size = 0;                   // bytes of data per element
+  MPI_Aint extent = 0;
+  uint64_t sig = 0;                    // derived types: hash of how they were built
+  bool contiguous = false;             // count elements are size*count bytes at buf
+};
+
+// What the recorder learned of a datatype handle (cached).
+const TypeInfo& TypeOf(MPI_Datatype t);
+
+// `base` advanced by `elements` extents of `t`.
+const char* Offset(const void* base, int64_t elements, const TypeInfo& t);
+
+struct Bytes {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  DataType dt = DataType::kUnknown;  // element type for NaN counting
+};
+
+// A region's bytes, contiguous: in place, or packed into a per-thread buffer
+// (valid until the thread's next Gather).
+Bytes Gather(const Region& r, MPI_Comm comm);
+
+// Fills a region from contiguous bytes (the inverse of Gather). False when the
+// bytes are fewer than the region holds (what there is is still written).
+bool Scatter(const Region& r, std::string_view bytes, MPI_Comm comm);
+
+// Fingerprints a region into (hash, nan, inf); at level data also the payload
+// key, and stores the bytes when the context has a writer.
+bool FingerprintRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* hash,
+                       uint32_t* nan, uint32_t* inf, uint64_t* payload_hash, uint64_t* payload_size);
+
+// The request handles a completion call was given, as they were on entry.
+extern thread_local std::vector<MPI_Request> t_saved;
+
+uint64_t Handle(MPI_Comm c);
+// World ranks of a communicator's local (or remote) group, in rank order.
+std::vector<int32_t> CommMembers(MPI_Comm c, bool remote);
+
+}  // namespace replay::interpose::mpi

@@ -1,0 +1,970 @@
+#include "mpi_rerun.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "log.h"
+#include "mpi_buffers.h"
+#include "mpi_record.h"
+#include "record/comm_table.h"
+#include "record/context.h"
+#include "record/request_table.h"
+#include "replay/event_format.h"
+#include "replay/rerun_state.h"
+
+namespace replay::interpose {
+namespace rerun {
+namespace {
+
+// Read when the preload loads, so Active() costs one load on every call.
+bool g_active = false;
+bool g_all = false;
+std::atomic<bool> g_off{false};
+
+void InForkedChild() { g_active = false; }
+
+// Only the recorded program is served: not the helpers MPI starts (a
+// singleton's daemon), not a debugger it runs under, not its forked children
+// (which were not recorded either).
+__attribute__((constructor)) void DetectMode() {
+  const char* mode = std::getenv("REPLAY_MODE");
+  if (mode == nullptr) return;
+  if (std::strcmp(mode, "rerun-all") == 0) {
+    g_all = true;
+  } else if (std::strcmp(mode, "rerun") != 0) {
+    return;
+  }
+  const char* program = std::getenv("REPLAY_RERUN_PROGRAM");
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (program != nullptr && *program != '\0' && n > 0) {
+    exe[n] = '\0';
+    const char* base = std::strrchr(exe, '/');
+    base = base != nullptr ? base + 1 : exe;
+    if (std::strcmp(base, program) != 0) return;
+  }
+  g_active = true;
+  pthread_atfork(nullptr, nullptr, InForkedChild);
+}
+
+struct Session {
+  std::unique_ptr<Oracle> oracle;
+  CommTable comms;
+  RequestTable requests;
+  FingerprintPolicy policy;
+  int64_t stop_at = -1;
+  RerunState* state = nullptr;  // shared with `replay rerun`
+  std::atomic<uint32_t> next_thread{0};
+};
+
+std::once_flag g_once;
+Session* g_session = nullptr;
+bool g_failed = false;
+
+thread_local uint32_t t_thread __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
+
+void MapState(Session* s, int32_t rank) {
+  const char* where = std::getenv("REPLAY_RERUN_STATE");
+  if (where == nullptr) return;
+  // One rank: the file `replay rerun` made. All ranks: one file each in that directory.
+  std::string path = g_all ? std::string(where) + "/rank-" + std::to_string(rank) : std::string(where);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  if (ftruncate(fd, sizeof(RerunState)) == 0) {
+    void* p = mmap(nullptr, sizeof(RerunState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+      s->state = static_cast<RerunState*>(p);
+      std::memcpy(s->state->magic, kRerunStateMagic, sizeof(s->state->magic));
+      s->state->last_index = -1;
+    }
+  }
+  close(fd);
+}
+
+void Start() {
+  auto* s = new Session();
+  OracleOptions o;
+  const char* dir = std::getenv("REPLAY_RERUN_TRACE");
+  const char* rank = std::getenv("REPLAY_RERUN_RANK");
+  o.trace_dir = dir != nullptr ? dir : "";
+  o.rank = rank != nullptr ? std::atoi(rank) : 0;
+  if (g_all) o.rank = DetectLauncher().rank;
+  MapState(s, o.rank);
+  g_session = s;
+  if (o.rank < 0) Stop(Verdict::kFailed, "cannot tell which rank this process is (no launcher rank variable)");
+  if (const char* m = std::getenv("REPLAY_RERUN_FROM_MARK")) o.from_mark = m;
+  if (const char* st = std::getenv("REPLAY_RERUN_STOP_AT")) s->stop_at = std::atoll(st);
+  auto oracle = Oracle::Open(o);
+  if (!oracle.ok()) Stop(Verdict::kFailed, oracle.status().message());
+  s->oracle = std::move(oracle).value();
+  const RankHeader& h = s->oracle->header();
+  if (h.level != Level::kData && !g_all) {
+    Stop(Verdict::kFailed, "rank " + std::to_string(o.rank) + " was recorded at level " +
+                               std::string(LevelName(h.level)) +
+                               ": the bytes it received are not in the trace. Record again with "
+                               "`replay record --level data ...` to re-run a rank alone.");
+  }
+  // Fingerprint the way the recording did, so that equal data gives equal hashes.
+  std::string_view limit = h.Env("REPLAY_HASH_LIMIT_KB");
+  s->policy.hash_limit = (limit.empty() ? 64 : std::strtoull(std::string(limit).c_str(), nullptr, 10)) << 10;
+  s->policy.scan_all = h.Env("REPLAY_NAN_SCAN") != "hashed";
+}
+
+bool Debugged() {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* t = std::strstr(buf, "TracerPid:");
+  return t != nullptr && std::atoi(t + 10) != 0;
+}
+
+}  // namespace
+
+bool Active() { return g_active; }
+bool AllRanks() { return g_all; }
+bool OffRecording() { return g_off.load(std::memory_order_relaxed); }
+
+void NoteDivergence(const Event& recorded, const std::string& message) {
+  if (g_session == nullptr || g_session->state == nullptr) return;
+  RerunState* st = g_session->state;
+  if (st->verdict == static_cast<int32_t>(Verdict::kDiverged)) return;  // the first one is what counts
+  std::string line = "replay rerun: rank " + std::to_string(g_session->oracle->world_rank()) + ": " + message + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+  size_t n = std::min(message.size(), sizeof(st->message) - 1);
+  std::memcpy(st->message, message.data(), n);
+  st->message[n] = '\0';
+  st->diverged_index = static_cast<int64_t>(recorded.index);
+  st->diverged_time_ns = recorded.time_ns;
+  __atomic_store_n(&st->verdict, static_cast<int32_t>(Verdict::kDiverged), __ATOMIC_RELEASE);
+}
+
+void LeaveRecording(const std::string& why) {
+  if (g_off.exchange(true)) return;
+  std::string line = "replay rerun: rank " +
+                     std::to_string(g_session != nullptr && g_session->oracle ? g_session->oracle->world_rank() : -1) +
+                     ": " + why + "; from here on nothing is forced\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+}
+
+bool FromMark() { return std::getenv("REPLAY_RERUN_FROM_MARK") != nullptr; }
+
+bool Bind(mpi::CallContext* ctx) {
+  std::call_once(g_once, Start);
+  if (g_failed || g_session == nullptr || g_session->oracle == nullptr) return false;
+  ctx->comms = &g_session->comms;
+  ctx->requests = &g_session->requests;
+  ctx->level = Level::kData;
+  ctx->policy = g_session->policy;
+  ctx->writer = nullptr;
+  return true;
+}
+
+Oracle& oracle() { return *g_session->oracle; }
+
+bool Ready() {
+  mpi::CallContext ctx;
+  return Bind(&ctx);
+}
+
+namespace {
+[[noreturn]] void EntropyUnserved(const Status& st, std::string_view api, uint64_t site) {
+  Stop(st.code() == Status::Code::kUnavailable ? Verdict::kRecordingEnded : Verdict::kDiverged,
+       st.message() + " (" + std::string(api) + " called from " + Hex(site) + ")");
+}
+}  // namespace
+
+int64_t ServeEntropy(std::string_view api, void* buf, size_t len, uint64_t call_site) {
+  auto served = oracle().Serve(ThreadNumber(), api, CallForm::kEntropy);
+  if (!served.ok()) EntropyUnserved(served.status(), api, call_site);
+  const Event& e = *served->first;
+  CheckStopAt(e, api);
+  NoteServed(e);
+  if (e.entropy.rc > 0 && static_cast<uint64_t>(e.entropy.rc) != len &&
+      e.entropy.requested != len) {
+    Stop(Verdict::kDiverged, "the program asked " + std::string(api) + " for " + std::to_string(len) +
+                                 " bytes where the recording has " + oracle().Describe(e) +
+                                 " (called from " + Hex(call_site) + ")");
+  }
+  size_t n = std::min(len, e.text.size());
+  if (buf != nullptr && n > 0) std::memcpy(buf, e.text.data(), n);
+  return e.entropy.rc;
+}
+
+uint64_t ServeSeed(std::string_view api, uint64_t value, uint64_t call_site) {
+  auto served = oracle().Serve(ThreadNumber(), api, CallForm::kSeed);
+  if (!served.ok()) EntropyUnserved(served.status(), api, call_site);
+  const Event& e = *served->first;
+  CheckStopAt(e, api);
+  NoteServed(e);
+  (void)value;  // the recorded seed wins: that is what makes the re-run repeat
+  return e.seed.value;
+}
+
+void ServeMark(std::string_view name, int64_t value, uint64_t call_site) {
+  auto served = oracle().Serve(ThreadNumber(), "replay_mark", CallForm::kMark);
+  if (!served.ok()) EntropyUnserved(served.status(), "replay_mark", call_site);
+  const Event& e = *served->first;
+  NoteServed(e);
+  if (e.text != name || e.mark.value != value) {
+    Stop(Verdict::kDiverged, "the program marked " + std::string(name) + "=" + std::to_string(value) +
+                                 " where the recording has " + oracle().Describe(e));
+  }
+}
+
+uint32_t ThreadNumber() {
+  if (t_thread == UINT32_MAX) t_thread = g_session->next_thread.fetch_add(1);
+  return t_thread;
+}
+
+void NoteServed(const Event& first) {
+  if (g_session != nullptr && g_session->state != nullptr) {
+    __atomic_store_n(&g_session->state->last_index, static_cast<int64_t>(first.index), __ATOMIC_RELEASE);
+  }
+}
+
+void Stop(Verdict verdict, const std::string& message) {
+  g_failed = verdict == Verdict::kFailed;
+  std::string line = "replay rerun: " + message + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+  if (g_session != nullptr && g_session->state != nullptr) {
+    RerunState* st = g_session->state;
+    size_t n = std::min(message.size(), sizeof(st->message) - 1);
+    std::memcpy(st->message, message.data(), n);
+    st->message[n] = '\0';
+    if (g_session->oracle != nullptr) st->last_index = g_session->oracle->last_index();
+    __atomic_store_n(&st->verdict, static_cast<int32_t>(verdict), __ATOMIC_RELEASE);
+  }
+  if (verdict == Verdict::kStoppedAt && Debugged()) {
+    // Under a debugger: stop here, with the program's state intact.
+    raise(SIGTRAP);
+  }
+  _exit(kRerunExitStopped);
+}
+
+void CheckStopAt(const Event& first, std::string_view api) {
+  if (g_session->stop_at >= 0 && static_cast<int64_t>(first.index) >= g_session->stop_at) {
+    Stop(Verdict::kStoppedAt, "stopped at event #" + std::to_string(first.index) + " (" + std::string(api) +
+                                  "), as asked with --stop-at " + std::to_string(g_session->stop_at));
+  }
+}
+
+// At exit: the program finished. Consistent if the recording had nothing more.
+void AtExit() {
+  if (g_session == nullptr || g_session->state == nullptr || g_session->oracle == nullptr) return;
+  if (g_session->state->verdict != static_cast<int32_t>(Verdict::kRunning)) return;
+  g_session->state->last_index = g_session->oracle->last_index();
+  __atomic_store_n(&g_session->state->verdict, static_cast<int32_t>(Verdict::kReproduced), __ATOMIC_RELEASE);
+}
+
+namespace {
+__attribute__((constructor)) void RegisterAtExit() {
+  if (g_active) std::atexit(AtExit);
+}
+}  // namespace
+
+}  // namespace rerun
+
+namespace mpi {
+namespace {
+
+using rerun::Stop;
+using rerun::Verdict;
+
+// Field-by-field comparison of what this run would record with what the
+// recording has; empty when they agree. Addresses, times and call sites differ
+// between runs by nature and are not compared.
+// From a checkpoint mark the program starts its counters (sequence numbers,
+// request ids) afresh while the recording's go on, so they are not compared.
+std::string CompareOps(const OpEvent& now, const OpEvent& then, const std::vector<int64_t>& now_list,
+                       const std::vector<int64_t>& then_list) {
+  const bool counters = !rerun::FromMark();
+  std::ostringstream d;
+  auto field = [&](const char* name, auto a, auto b) {
+    if (a != b) d << "; " << name << " " << a << " (recorded " << b << ")";
+  };
+  field("operation", OpKindName(now.kind), OpKindName(then.kind));
+  if (now.comm != then.comm) d << "; communicator " << Hex(now.comm) << " (recorded " << Hex(then.comm) << ")";
+  if (counters) {
+    field("sequence number", now.seq, then.seq);
+    field("peer sequence number", now.peer_seq, then.peer_seq);
+    field("request", now.request, then.request);
+  }
+  field("count", now.count, then.count);
+  field("datatype", DataTypeName(now.dtype), DataTypeName(then.dtype));
+  field("datatype size", now.dtype_size, then.dtype_size);
+  if (now.dtype_sig != then.dtype_sig) d << "; derived datatype differs";
+  field("reduction", RedOpName(now.redop), RedOpName(then.redop));
+  field("root", now.root, then.root);
+  field("peer", now.peer, then.peer);
+  field("tag", now.tag, then.tag);
+  if (now_list != then_list) d << "; per-rank counts differ";
+  bool hashed = (now.flags & op_flags::kHasSendHash) && (then.flags & op_flags::kHasSendHash);
+  if (hashed && (now.send_hash != then.send_hash || now.send_nan != then.send_nan || now.send_inf != then.send_inf)) {
+    d << "; the data sent differs: fingerprint " << Hex(now.send_hash) << " (recorded " << Hex(then.send_hash)
+      << ")";
+    if (now.send_nan != then.send_nan) d << ", " << now.send_nan << " NaN (recorded " << then.send_nan << ")";
+    if (now.send_inf != then.send_inf) d << ", " << now.send_inf << " Inf (recorded " << then.send_inf << ")";
+  }
+  std::string s = d.str();
+  return s.empty() ? s : s.substr(2);
+}
+
+// Where in the program a call came from, for reports.
+std::string Site(uint64_t call_site) { return "called from " + Hex(call_site); }
+
+[[noreturn]] void Diverged(const Oracle& o, const Event& recorded, uint64_t call_site, const std::string& api,
+                           const std::string& what) {
+  Stop(Verdict::kDiverged, "the program diverges from the recording at event #" + std::to_string(recorded.index) +
+                               ": " + api + " (" + Site(call_site) + "): " + what + ". Recorded: " +
+                               o.Describe(recorded));
+}
+
+[[noreturn]] void Unserved(const Status& st, uint64_t call_site) {
+  if (st.code() == Status::Code::kUnavailable) {
+    Stop(Verdict::kRecordingEnded, st.message() + " (" + Site(call_site) + ")");
+  }
+  Stop(Verdict::kDiverged, st.message() + " (" + Site(call_site) + ")");
+}
+
+void SetStatus(MPI_Status* st, int source, int tag, int64_t count, MPI_Datatype type, bool cancelled) {
+  if (st == nullptr || st == MPI_STATUS_IGNORE) return;
+  st->MPI_SOURCE = source;
+  st->MPI_TAG = tag;
+  st->MPI_ERROR = MPI_SUCCESS;
+  const MpiAbi& abi = Abi();
+  if (type != nullptr && count >= 0 && count <= INT32_MAX) {
+    abi.Status_set_elements(st, type, static_cast<int>(count));
+  }
+  abi.Status_set_cancelled(st, cancelled ? 1 : 0);
+}
+
+// Writes a recorded payload into a region; a missing payload stops the run.
+void Fill(const Oracle& o, const Region& r, uint64_t hash, uint64_t size, MPI_Comm comm, const Event& at) {
+  if (r.empty() || size == 0) return;
+  auto bytes = o.Payload(hash);
+  if (!bytes.ok()) {
+    Stop(Verdict::kFailed, "the bytes received at event #" + std::to_string(at.index) + " are not in the trace: " +
+                               bytes.status().message());
+  }
+  Scatter(r, *bytes, comm);
+}
+
+template <typename Fn>
+Fn Real(ApiId api) {
+  return reinterpret_cast<Fn>(RealMpi(api));
+}
+
+int QueryDone(void*, MPI_Status* status) {
+  Abi().Status_set_elements(status, Abi().datatype_byte, 0);
+  Abi().Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+int FreeDone(void*) { return MPI_SUCCESS; }
+int CancelDone(void*, int) { return MPI_SUCCESS; }
+
+// A real request of its own that is already complete: what the program holds
+// in place of a request to a peer that is not there (a generalized request, so
+// that every one is distinct). Waiting on it frees it.
+void NullRequest(MPI_Request* req, bool /*recv*/) {
+  const MpiAbi& abi = Abi();
+  abi.Grequest_start(QueryDone, FreeDone, CancelDone, nullptr, req);
+  abi.Grequest_complete(*req);
+}
+
+}  // namespace
+
+bool Scatter(const Region& r, std::string_view bytes, MPI_Comm comm) {
+  const MpiAbi& abi = Abi();
+  size_t pos = 0;
+  bool complete = true;
+  r.ForEach([&](const Piece& p) {
+    const TypeInfo& t = TypeOf(p.type);
+    size_t n = static_cast<size_t>(p.count) * t.size;
+    size_t left = bytes.size() - std::min(pos, bytes.size());
+    if (left < n) complete = false;
+    if (left == 0) return;
+    if (t.contiguous) {
+      std::memcpy(const_cast<void*>(p.buf), bytes.data() + pos, std::min(n, left));
+      pos += std::min(n, left);
+    } else {
+      int position = 0;
+      if (left < n || p.count > INT32_MAX) return;
+      abi.Unpack(bytes.data() + pos, static_cast<int>(n), &position, const_cast<void*>(p.buf),
+                 static_cast<int>(p.count), p.type, comm);
+      pos += static_cast<size_t>(position);
+    }
+  });
+  return complete;
+}
+
+int Call::Serve() noexcept {
+  try {
+    switch (shape_) {
+      case Shape::kQuery:
+        return ServeQuery();
+      case Shape::kComplete:
+        return ServeComplete();
+      case Shape::kProbe:
+        if (flag != nullptr) return ServeProbe();
+        return ServeOp();
+      case Shape::kTypeFree: {
+        if (type_ptr != nullptr) DoEnter();
+        return Real<int (*)(MPI_Datatype*)>(api_)(type_ptr);
+      }
+      case Shape::kRequestFree: {
+        MPI_Request h = reqs != nullptr ? *reqs : nullptr;
+        if (h != nullptr) ctx_.requests->Complete(reinterpret_cast<uint64_t>(h), /*free_persistent=*/true);
+        return Real<int (*)(MPI_Request*)>(api_)(reqs);
+      }
+      case Shape::kRma:
+        Stop(Verdict::kFailed, std::string(ApiName(api_)) +
+                                   ": one-sided communication cannot be re-run without the other ranks");
+      default:
+        return ServeOp();
+    }
+  } catch (const std::exception& e) {
+    Stop(Verdict::kFailed, std::string("internal error while serving ") + ApiName(api_) + ": " + e.what());
+  }
+}
+
+int Call::ServeQuery() {
+  CommState* cs = ctx_.comms->Find(Handle(comm));
+  if (cs == nullptr || int_out == nullptr) {
+    return Real<int (*)(MPI_Comm, int*)>(api_)(comm, int_out);
+  }
+  switch (api_) {
+    case kApi_MPI_Comm_rank: *int_out = cs->rank; break;
+    case kApi_MPI_Comm_size: *int_out = cs->size; break;
+    default: *int_out = cs->remote_size; break;
+  }
+  return MPI_SUCCESS;
+}
+
+int Call::ServeOp() {
+  Oracle& o = rerun::oracle();
+  const MpiAbi& abi = Abi();
+  const std::string api = ApiName(api_);
+  const uint32_t thread = rerun::ThreadNumber();
+  // What the recorder would record on entry (captured, not written).
+  if (shape_ != Shape::kInit) DoEnter();
+  auto served = o.Serve(thread, api, CallForm::kOp, kind_);
+  if (!served.ok()) Unserved(served.status(), call_site_);
+  const Event& rec_op = *served->first;
+  rerun::CheckStopAt(rec_op, api);
+  rerun::NoteServed(rec_op);
+  if (shape_ != Shape::kInit && !emitted_.empty() && emitted_[0].kind == EventKind::kOp) {
+    std::string diff = CompareOps(emitted_[0].op, rec_op.op, emitted_[0].list, rec_op.list);
+    if (!diff.empty()) Diverged(o, rec_op, call_site_, api, diff);
+  }
+  if (served->ret == nullptr) {
+    Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(rec_op) + " (" + Site(call_site_) +
+                                       "), which rank " + std::to_string(o.world_rank()) +
+                                       " entered in the recording and never returned from");
+  }
+  const ReturnEvent& ret = served->ret->ret;
+  const int rc = ret.rc;
+
+  switch (shape_) {
+    case Shape::kInit: {
+      int real_rc = api_ == kApi_MPI_Init
+                        ? Real<int (*)(int*, char***)>(api_)(argc, argv)
+                        : Real<int (*)(int*, char***, int, int*)>(api_)(argc, argv, required, provided);
+      if (real_rc != MPI_SUCCESS) return real_rc;
+      for (const Event* e : served->created) {
+        const CommCreateEvent& cc = e->comm_create;
+        MPI_Comm h = (cc.flags & comm_flags::kWorld) ? abi.comm_world : abi.comm_self;
+        ctx_.comms->Insert(Handle(h), cc.comm, cc.size, cc.rank,
+                           std::vector<int32_t>(e->list.begin(), e->list.end()));
+      }
+      return rc;
+    }
+    case Shape::kFinalize:
+      Real<int (*)()>(api_)();
+      return rc;
+    case Shape::kAbort:
+      Stop(Verdict::kRecordingEnded, "the program called MPI_Abort(" + std::to_string(errorcode) +
+                                         ") where the recording did (event #" + std::to_string(rec_op.index) + ")");
+    case Shape::kCommNew:
+    case Shape::kCommGroup:
+    case Shape::kCommInter: {
+      if (newcomm == nullptr) return rc;
+      if (served->created.empty()) {
+        *newcomm = abi.comm_null;
+      } else {
+        const Event& e = *served->created.front();
+        const CommCreateEvent& cc = e.comm_create;
+        Real<int (*)(MPI_Comm, MPI_Comm*)>(kApi_MPI_Comm_dup)(abi.comm_self, newcomm);
+        int remote = 0;
+        if (cc.flags & comm_flags::kInter) remote = cc.size;  // the remote size is not recorded; the local one stands in
+        ctx_.comms->Insert(Handle(*newcomm), cc.comm, cc.size, cc.rank,
+                           std::vector<int32_t>(e.list.begin(), e.list.end()), remote);
+      }
+      if (req != nullptr) {
+        NullRequest(req, false);
+        PendingOp p;
+        p.request_id = rec_op.op.request;
+        p.kind = OpKind::kCommCreate;
+        ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), p);
+      }
+      return rc;
+    }
+    case Shape::kCommFree: {
+      if (freecomm != nullptr && *freecomm != abi.comm_null) {
+        MPI_Comm h = *freecomm;
+        Real<int (*)(MPI_Comm*)>(kApi_MPI_Comm_free)(freecomm);
+        ctx_.comms->Remove(Handle(h));
+      }
+      return rc;
+    }
+    case Shape::kSend:
+    case Shape::kCancel:
+      return rc;
+    case Shape::kIsend:
+    case Shape::kIrecv:
+    case Shape::kPersistentInit:
+    case Shape::kMrecv: {
+      bool is_recv = kind_ == OpKind::kRecv || kind_ == OpKind::kMrecv;
+      if (shape_ == Shape::kMrecv && message != nullptr) *message = abi.message_null;
+      if (req == nullptr) {  // blocking MPI_Mrecv
+        Region r;
+        r.Add(rbuf, ret.recv_count, rtype);
+        Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served->ret);
+        SetStatus(status_, ret.source, ret.tag, ret.recv_count, rtype, false);
+        return rc;
+      }
+      if (shape_ == Shape::kPersistentInit) {
+        // A persistent request to nobody: starting it completes at once.
+        using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+        Real<InitFn>(is_recv ? kApi_MPI_Recv_init : kApi_MPI_Send_init)(
+            nullptr, 0, abi.datatype_byte, MPI_PROC_NULL, 0, abi.comm_self, req);
+      } else {
+        NullRequest(req, is_recv);
+      }
+      PendingOp p;
+      p.request_id = rec_op.op.request;
+      p.api = api_;
+      p.kind = is_recv ? OpKind::kRecv : OpKind::kSend;
+      p.comm = rec_op.op.comm;
+      p.comm_handle = Handle(comm);
+      p.peer = peer;
+      p.tag = tag;
+      p.persistent = shape_ == Shape::kPersistentInit;
+      p.active = !p.persistent;
+      p.is_recv = is_recv;
+      p.recv_buf = reinterpret_cast<uint64_t>(rbuf);
+      p.recv_count = rcount;
+      p.recv_type = reinterpret_cast<uint64_t>(rtype);
+      p.send_buf = reinterpret_cast<uint64_t>(sbuf);
+      p.send_count = scount;
+      p.send_type = reinterpret_cast<uint64_t>(stype);
+      ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), p);
+      return rc;
+    }
+    case Shape::kStart: {
+      // DoEnter numbered each start and captured one op per request.
+      std::vector<const Event*> recorded = {&rec_op};
+      recorded.insert(recorded.end(), served->more_ops.begin(), served->more_ops.end());
+      size_t n = 0;
+      for (const Event& e : emitted_) {
+        if (e.kind != EventKind::kOp) continue;
+        if (n >= recorded.size()) Diverged(o, rec_op, call_site_, api, "more requests started than recorded");
+        std::string diff = CompareOps(e.op, recorded[n]->op, e.list, recorded[n]->list);
+        if (!diff.empty()) Diverged(o, *recorded[n], call_site_, api, diff);
+        ++n;
+      }
+      Real<int (*)(int, MPI_Request*)>(kApi_MPI_Startall)(nreq, reqs);
+      return rc;
+    }
+    case Shape::kRecv:
+    case Shape::kSendrecv: {
+      Region r;
+      r.Add(rbuf, ret.recv_count, rtype);
+      Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served->ret);
+      SetStatus(status_, ret.source, ret.tag, ret.recv_count, rtype, false);
+      return rc;
+    }
+    case Shape::kProbe: {
+      if (!served->tests.empty()) {
+        const TestEvent& t = served->tests.front()->test;
+        SetStatus(status_, t.source, t.tag, t.count, abi.datatype_byte, false);
+      }
+      return rc;
+    }
+    case Shape::kColl: {
+      if (req != nullptr) {
+        NullRequest(req, true);
+        pending_.request_id = rec_op.op.request;
+        ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), pending_);
+        return rc;
+      }
+      Fill(o, recv_region_, ret.payload_hash, ret.payload_size, comm, *served->ret);
+      return rc;
+    }
+    default:
+      return rc;
+  }
+}
+
+int Call::ServeProbe() {
+  Oracle& o = rerun::oracle();
+  const std::string api = ApiName(api_);
+  auto served = o.Serve(rerun::ThreadNumber(), api, CallForm::kTest);
+  if (!served.ok()) Unserved(served.status(), call_site_);
+  const TestEvent& t = served->first->test;
+  rerun::CheckStopAt(*served->first, api);
+  rerun::NoteServed(*served->first);
+  *flag = t.flag ? 1 : 0;
+  if (t.flag) {
+    SetStatus(status_, t.source, t.tag, t.count, Abi().datatype_byte, false);
+    if (message != nullptr) *message = Abi().message_no_proc;
+  }
+  return t.rc;
+}
+
+int Call::ServeComplete() {
+  Oracle& o = rerun::oracle();
+  const MpiAbi& abi = Abi();
+  const std::string api = ApiName(api_);
+  DoEnter();  // remembers the handles; for blocking waits captures the op
+  const bool blocking = BlockingWait();
+  auto served = o.Serve(rerun::ThreadNumber(), api, blocking ? CallForm::kOp : CallForm::kTest);
+  if (!served.ok()) Unserved(served.status(), call_site_);
+  rerun::CheckStopAt(*served->first, api);
+  rerun::NoteServed(*served->first);
+  if (blocking && !rerun::FromMark() && !emitted_.empty() && emitted_[0].list != served->first->list) {
+    Diverged(o, *served->first, call_site_, api, "it waits for other requests than recorded");
+  }
+  if (blocking && served->ret == nullptr) {
+    Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(*served->first) + " (" +
+                                       Site(call_site_) + "), where rank " + std::to_string(o.world_rank()) +
+                                       " waited in the recording and never returned");
+  }
+  const TestEvent* outcome = nullptr;
+  if (!served->tests.empty()) outcome = &served->tests.front()->test;
+  if (!blocking && served->first->kind == EventKind::kTest) outcome = &served->first->test;
+
+  // Complete, as recorded, the requests the recording completed.
+  const int n = static_cast<int>(t_saved.size());
+  auto status_for = [&](int i, int slot) -> MPI_Status* {
+    if (statuses_ != nullptr) return statuses_ + slot;
+    return i >= 0 ? status_ : nullptr;
+  };
+  int completed_slot = 0;
+  for (const Event* ce : served->completions) {
+    const CompletionEvent& c = ce->completion;
+    int found = -1;
+    for (int i = 0; i < n && found < 0; ++i) {
+      if (t_saved[static_cast<size_t>(i)] == abi.request_null) continue;
+      auto p = ctx_.requests->Get(reinterpret_cast<uint64_t>(t_saved[static_cast<size_t>(i)]));
+      if (p && p->request_id == c.request) found = i;
+    }
+    if (found < 0) {
+      Diverged(o, *ce, call_site_, api, "the recording completes request " + std::to_string(c.request) +
+                                          ", which the program did not pass");
+    }
+    MPI_Request h = t_saved[static_cast<size_t>(found)];
+    auto p = ctx_.requests->Complete(reinterpret_cast<uint64_t>(h));
+    Region r;
+    MPI_Comm pc = reinterpret_cast<MPI_Comm>(p->comm_handle);
+    if (p->is_recv && (p->kind == OpKind::kRecv || p->kind == OpKind::kMrecv)) {
+      r.Add(reinterpret_cast<const void*>(p->recv_buf), c.recv_count, reinterpret_cast<MPI_Datatype>(p->recv_type));
+    } else {
+      for (const auto& piece : p->recv_pieces) {
+        r.Add(reinterpret_cast<const void*>(piece[0]), static_cast<int64_t>(piece[1]),
+              reinterpret_cast<MPI_Datatype>(piece[2]));
+      }
+    }
+    if (!c.cancelled) Fill(o, r, c.payload_hash, c.payload_size, pc, *ce);
+    // Free (or deactivate) the stand-in request, then describe the completion.
+    int slot = api_ == kApi_MPI_Waitsome || api_ == kApi_MPI_Testsome ? completed_slot : found;
+    MPI_Status scratch;
+    Real<int (*)(MPI_Request*, MPI_Status*)>(kApi_MPI_Wait)(&reqs[found], &scratch);
+    MPI_Status* st = status_for(found, slot);
+    if (p->kind == OpKind::kRecv || p->kind == OpKind::kMrecv) {
+      SetStatus(st, c.source, c.tag, c.recv_count, reinterpret_cast<MPI_Datatype>(p->recv_type), c.cancelled);
+    } else if (st != nullptr) {
+      SetStatus(st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, nullptr, c.cancelled);
+    }
+    ++completed_slot;
+  }
+  if (flag != nullptr && outcome != nullptr) *flag = outcome->flag ? 1 : 0;
+  if (index != nullptr && outcome != nullptr) *index = outcome->index < 0 ? MPI_UNDEFINED : outcome->index;
+  if (outcount != nullptr && outcome != nullptr) {
+    const std::vector<int64_t>& list = served->tests.empty() ? served->first->list : served->tests.front()->list;
+    for (size_t j = 0; j < list.size() && indices != nullptr; ++j) indices[j] = static_cast<int>(list[j]);
+    // MPI says "undefined" when no request was active, which the program's own
+    // request array tells as well now as it did then.
+    bool any_active = false;
+    for (MPI_Request r : t_saved) any_active = any_active || r != abi.request_null;
+    *outcount = any_active ? static_cast<int>(list.size()) : MPI_UNDEFINED;
+  }
+  if (blocking) return served->ret->ret.rc;
+  return outcome != nullptr ? outcome->rc : MPI_SUCCESS;
+}
+
+}  // namespace mpi
+}  // namespace replay::interpose
+
+// ---------------------------------------------------------------------------
+// Whole-job re-run (--all): real communication, forced to recorded choices.
+
+namespace replay::interpose::mpi {
+
+namespace {
+
+CallForm FormOf(Shape shape, bool blocking_wait, bool has_flag) {
+  if (shape == Shape::kComplete) return blocking_wait ? CallForm::kOp : CallForm::kTest;
+  if (shape == Shape::kProbe && has_flag) return CallForm::kTest;
+  return CallForm::kOp;
+}
+
+bool Records(Shape shape) {
+  return shape != Shape::kTypeFree && shape != Shape::kRequestFree && shape != Shape::kQuery;
+}
+
+std::string CompareReturn(const ReturnEvent& now, const ReturnEvent& then) {
+  std::ostringstream d;
+  if (now.rc != then.rc) d << "; returned " << now.rc << " (recorded " << then.rc << ")";
+  if (now.source != then.source) d << "; matched source " << now.source << " (recorded " << then.source << ")";
+  if ((now.flags & op_flags::kHasRecvHash) && (then.flags & op_flags::kHasRecvHash) &&
+      (now.recv_hash != then.recv_hash || now.recv_nan != then.recv_nan)) {
+    d << "; the data received differs: fingerprint " << Hex(now.recv_hash) << " (recorded " << Hex(then.recv_hash)
+      << ")";
+    if (now.recv_nan != then.recv_nan) d << ", " << now.recv_nan << " NaN (recorded " << then.recv_nan << ")";
+  }
+  std::string s = d.str();
+  return s.empty() ? s : s.substr(2);
+}
+
+std::string CompareCompletion(const CompletionEvent& now, const CompletionEvent& then) {
+  std::ostringstream d;
+  if (now.source != then.source) d << "; matched source " << now.source << " (recorded " << then.source << ")";
+  if ((now.flags & op_flags::kHasRecvHash) && (then.flags & op_flags::kHasRecvHash) &&
+      (now.recv_hash != then.recv_hash || now.recv_nan != then.recv_nan)) {
+    d << "; the data received differs: fingerprint " << Hex(now.recv_hash) << " (recorded " << Hex(then.recv_hash)
+      << ")";
+  }
+  std::string s = d.str();
+  return s.empty() ? s : s.substr(2);
+}
+
+}  // namespace
+
+void Call::Prepare() {
+  if (served_ || !Records(shape_)) {
+    if (!served_) DoEnter();
+    return;
+  }
+  DoEnter();
+  if (rerun::OffRecording()) return;
+  Oracle& o = rerun::oracle();
+  const std::string api = ApiName(api_);
+  auto s = o.Serve(rerun::ThreadNumber(), api, FormOf(shape_, BlockingWait(), flag != nullptr), kind_);
+  if (!s.ok()) {
+    const Event* last = o.events().empty() ? nullptr : &o.events().back();
+    if (last != nullptr) rerun::NoteDivergence(*last, s.status().message());
+    rerun::LeaveRecording(s.status().message());
+    return;
+  }
+  served_ = std::move(s).value();
+  rerun::NoteServed(*served_->first);
+  if (!emitted_.empty() && emitted_[0].kind == EventKind::kOp && served_->first->kind == EventKind::kOp) {
+    std::string diff = CompareOps(emitted_[0].op, served_->first->op, emitted_[0].list, served_->first->list);
+    if (!diff.empty()) rerun::NoteDivergence(*served_->first, api + " (" + Site(call_site_) + "): " + diff);
+  }
+}
+
+void Call::Finish(int rc) {
+  size_t before = emitted_.size();
+  DoLeave(rc);
+  if (!served_ || rerun::OffRecording()) return;
+  const std::string api = ApiName(api_);
+  for (size_t i = before; i < emitted_.size(); ++i) {
+    const Event& e = emitted_[i];
+    std::string diff;
+    const Event* against = nullptr;
+    if (e.kind == EventKind::kReturn && served_->ret != nullptr) {
+      against = served_->ret;
+      diff = CompareReturn(e.ret, against->ret);
+    } else if (e.kind == EventKind::kCompletion) {
+      for (const Event* c : served_->completions) {
+        if (c->completion.request == e.completion.request) against = c;
+      }
+      if (against == nullptr) {
+        against = served_->first;
+        diff = "completed request " + std::to_string(e.completion.request) + ", which the recording did not here";
+      } else {
+        diff = CompareCompletion(e.completion, against->completion);
+      }
+    }
+    if (!diff.empty()) rerun::NoteDivergence(*against, api + " (" + Site(call_site_) + "): " + diff);
+  }
+}
+
+bool Call::Forced() noexcept {
+  try {
+    const bool any_source = peer == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
+    bool force = false;
+    switch (shape_) {
+      case Shape::kRecv:
+      case Shape::kIrecv:
+        force = any_source;
+        break;
+      case Shape::kSendrecv:
+        force = source == MPI_ANY_SOURCE || rtag == MPI_ANY_TAG;
+        break;
+      case Shape::kProbe:
+        force = any_source || flag != nullptr;
+        break;
+      case Shape::kComplete:
+        force = api_ != kApi_MPI_Wait && api_ != kApi_MPI_Waitall;
+        break;
+      default:
+        break;
+    }
+    if (!force) return false;
+    Prepare();
+    forced_rc_ = ForceCall();
+    Finish(forced_rc_);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+int Call::ForceCall() {
+  const MpiAbi& abi = Abi();
+  const bool have = served_.has_value();
+  using RecvFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status*);
+  using IrecvFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+  using WaitFn = int (*)(MPI_Request*, MPI_Status*);
+  using WaitallFn = int (*)(int, MPI_Request*, MPI_Status*);
+  using ProbeFn = int (*)(int, int, MPI_Comm, MPI_Status*);
+  using MprobeFn = int (*)(int, int, MPI_Comm, MPI_Message*, MPI_Status*);
+  auto wait = [&](int i, MPI_Status* st) { return Real<WaitFn>(kApi_MPI_Wait)(&reqs[i], st); };
+  const TestEvent* outcome = nullptr;
+  if (have && !served_->tests.empty()) outcome = &served_->tests.front()->test;
+  if (have && served_->first->kind == EventKind::kTest) outcome = &served_->first->test;
+
+  switch (shape_) {
+    case Shape::kRecv: {
+      int src = peer, tg = tag;
+      if (have && served_->ret != nullptr && served_->ret->ret.source >= 0) {
+        src = served_->ret->ret.source;
+        tg = served_->ret->ret.tag;
+      }
+      return Real<RecvFn>(api_)(rbuf, rcount, rtype, src, tg, comm, status_);
+    }
+    case Shape::kIrecv: {
+      int src = peer, tg = tag;
+      const Event* done = have ? rerun::oracle().FindCompletion(served_->first->op.request) : nullptr;
+      if (done != nullptr && done->completion.source >= 0) {
+        src = done->completion.source;
+        tg = done->completion.tag;
+      }
+      return Real<IrecvFn>(api_)(rbuf, rcount, rtype, src, tg, comm, req);
+    }
+    case Shape::kSendrecv: {
+      int src = source, tg = rtag;
+      if (have && served_->ret != nullptr && served_->ret->ret.source >= 0) {
+        src = served_->ret->ret.source;
+        tg = served_->ret->ret.tag;
+      }
+      if (api_ == kApi_MPI_Sendrecv) {
+        using Fn = int (*)(const void*, int, MPI_Datatype, int, int, void*, int, MPI_Datatype, int, int, MPI_Comm,
+                           MPI_Status*);
+        return Real<Fn>(api_)(sbuf, scount, stype, peer, tag, rbuf, rcount, rtype, src, tg, comm, status_);
+      }
+      using Fn = int (*)(void*, int, MPI_Datatype, int, int, int, int, MPI_Comm, MPI_Status*);
+      return Real<Fn>(api_)(rbuf, rcount, rtype, peer, tag, src, tg, comm, status_);
+    }
+    case Shape::kProbe: {
+      int src = peer, tg = tag;
+      if (outcome != nullptr && outcome->flag && outcome->source >= 0) {
+        src = outcome->source;
+        tg = outcome->tag;
+      }
+      if (flag != nullptr) {
+        // A poll: the recorded answer. When it was yes, wait for that message.
+        if (outcome != nullptr && !outcome->flag) {
+          *flag = 0;
+          return outcome->rc;
+        }
+        *flag = 1;
+        if (message != nullptr) return Real<MprobeFn>(kApi_MPI_Mprobe)(src, tg, comm, message, status_);
+        return Real<ProbeFn>(kApi_MPI_Probe)(src, tg, comm, status_);
+      }
+      if (message != nullptr) return Real<MprobeFn>(api_)(src, tg, comm, message, status_);
+      return Real<ProbeFn>(api_)(src, tg, comm, status_);
+    }
+    case Shape::kComplete: {
+      bool any_active = false;
+      for (int i = 0; i < nreq; ++i) any_active = any_active || reqs[i] != abi.request_null;
+      if (!have || outcome == nullptr) {
+        // Off the recording: complete as MPI likes.
+        switch (api_) {
+          case kApi_MPI_Test: return Real<int (*)(MPI_Request*, int*, MPI_Status*)>(api_)(reqs, flag, status_);
+          case kApi_MPI_Testall:
+            return Real<int (*)(int, MPI_Request*, int*, MPI_Status*)>(api_)(nreq, reqs, flag, statuses_);
+          case kApi_MPI_Waitany:
+            return Real<int (*)(int, MPI_Request*, int*, MPI_Status*)>(api_)(nreq, reqs, index, status_);
+          case kApi_MPI_Testany:
+            return Real<int (*)(int, MPI_Request*, int*, int*, MPI_Status*)>(api_)(nreq, reqs, index, flag, status_);
+          default:
+            return Real<int (*)(int, MPI_Request*, int*, int*, MPI_Status*)>(api_)(nreq, reqs, outcount, indices,
+                                                                                  statuses_);
+        }
+      }
+      switch (api_) {
+        case kApi_MPI_Test:
+          *flag = outcome->flag ? 1 : 0;
+          return outcome->flag ? wait(0, status_) : MPI_SUCCESS;
+        case kApi_MPI_Testall:
+          *flag = outcome->flag ? 1 : 0;
+          return outcome->flag ? Real<WaitallFn>(kApi_MPI_Waitall)(nreq, reqs, statuses_) : MPI_SUCCESS;
+        case kApi_MPI_Waitany:
+        case kApi_MPI_Testany: {
+          if (flag != nullptr) *flag = outcome->flag ? 1 : 0;
+          int idx = outcome->index;
+          *index = MPI_UNDEFINED;
+          if (!outcome->flag || idx < 0 || idx >= nreq) return MPI_SUCCESS;
+          *index = idx;
+          return wait(idx, status_);
+        }
+        default: {  // Waitsome, Testsome
+          const std::vector<int64_t>& list =
+              served_->tests.empty() ? served_->first->list : served_->tests.front()->list;
+          int rc = MPI_SUCCESS;
+          int k = 0;
+          for (int64_t idx : list) {
+            if (idx < 0 || idx >= nreq) continue;
+            int r = wait(static_cast<int>(idx), statuses_ + k);
+            if (r != MPI_SUCCESS) rc = r;
+            indices[k++] = static_cast<int>(idx);
+          }
+          *outcount = any_active ? k : MPI_UNDEFINED;
+          return rc;
+        }
+      }
+    }
+    default:
+      return MPI_ERR_INTERN;
+  }
+}
+
+}  // namespace replay::interpose::mpi

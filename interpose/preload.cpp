@@ -1,0 +1,85 @@
+// preload.cpp: what happens when the preload is loaded and when recording
+// starts; replay_mark.
+//
+// Loading does almost nothing: it names the intercepted functions for the
+// recorder. Recording starts at the first recorded call (see Recorder::Get),
+// which then installs signal handlers and fork hooks here.
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string_view>
+
+#include "api.h"
+#include "guard.h"
+#include "mpi_rerun.h"
+#include "record/recorder.h"
+#include "signals.h"
+
+#define REPLAY_EXPORT __attribute__((visibility("default")))
+
+namespace replay::interpose {
+
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+
+void InChild() { Recorder::AbandonInChild(); }
+
+void OnActivation() {
+  InstallSignalHandlers();
+  pthread_atfork(nullptr, nullptr, InChild);
+}
+
+__attribute__((constructor)) void LoadPreload() {
+  Recorder::SetApiNames(AllApiNames());
+  Recorder::SetActivationHook(OnActivation);
+}
+
+}  // namespace
+}  // namespace replay::interpose
+
+extern "C" REPLAY_EXPORT __attribute__((weak)) void replay_mark(const char* name, int64_t value) noexcept {
+  using namespace replay;
+  interpose::Guard guard;
+  if (!guard.outermost()) return;
+  try {
+    std::string_view n = name != nullptr ? std::string_view(name, strnlen(name, 63)) : std::string_view();
+    if (interpose::rerun::Active()) {
+      if (interpose::rerun::Ready()) {
+        interpose::rerun::ServeMark(n, value, reinterpret_cast<uint64_t>(__builtin_return_address(0)));
+      }
+      return;
+    }
+    Recorder* r = Recorder::Get();
+    if (r == nullptr) return;
+    r->Append(EventKind::kMark, MarkEvent{value}, reinterpret_cast<uint64_t>(__builtin_return_address(0)), {}, n);
+  } catch (...) {
+  }
+}
+
+// _exit and _Exit end the process without exit handlers, often from a signal
+// handler: close the trace first (bounded, async-signal-safe), then go.
+namespace {
+using ExitFn = void (*)(int);
+// Resolved when the preload loads: dlsym is not safe in a signal handler.
+ExitFn g_real_exit = nullptr;
+ExitFn g_real_Exit = nullptr;
+
+__attribute__((constructor)) void ResolveExits() {
+  g_real_exit = reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "_exit"));
+  g_real_Exit = reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "_Exit"));
+}
+
+[[noreturn]] void ExitThrough(ExitFn real, int status) {
+  replay::Recorder::CloseBeforeExit();
+  if (real != nullptr) real(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+}  // namespace
+
+extern "C" REPLAY_EXPORT void _exit(int status) { ExitThrough(g_real_exit, status); }
+extern "C" REPLAY_EXPORT void _Exit(int status) { ExitThrough(g_real_Exit, status); }

@@ -1,0 +1,243 @@
+#include "replay/check.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "analysis/checks.h"
+#include "replay/event_format.h"
+
+namespace replay {
+
+std::string_view FindingKindName(FindingKind kind) {
+  static constexpr std::string_view kNames[] = {
+      "mismatch", "error", "missing_ranks", "unmatched_p2p", "never_completed",
+      "nan_inf",  "outputs_differ", "device", "config", "straggler"};
+  static_assert(std::size(kNames) == kFindingKindCount);
+  size_t i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
+}
+
+std::string FormatCallSite(const CallSite& s) {
+  if (s.address == 0) return "unknown";
+  if (s.module.empty()) return Hex(s.address);
+  std::string module = s.module.substr(s.module.rfind('/') == std::string::npos ? 0 : s.module.rfind('/') + 1);
+  std::string where = module + "+" + Hex(s.offset);
+  if (s.symbol.empty()) return where;
+  return s.symbol + "+" + Hex(s.symbol_offset) + " (" + where + ")";
+}
+
+namespace {
+
+using analysis::JobView;
+using analysis::RankDigest;
+
+// Long enough that a job stopped while healthy (killed by a timeout in the
+// middle of an allreduce) is not a hang, short enough for --live to name a
+// hang within a second.
+constexpr int64_t kDefaultMinWaitNs = 500'000'000;
+
+int64_t RealtimeNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Reads every rank, in parallel, into `job`. Returns the ranks that could not be read.
+std::vector<std::string> ReadRanks(const TraceReader& trace, const analysis::DigestOptions& digest_options,
+                                   const CheckOptions& options, JobView* job) {
+  const size_t n = trace.ranks().size();
+  std::vector<std::optional<RankDigest>> slots(n);
+  std::vector<std::string> unreadable;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  size_t done = 0;
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      auto reader = trace.OpenRank(i);
+      if (!reader.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        unreadable.push_back(trace.ranks()[i].name + ": " + reader.status().message());
+        ++done;
+        if (options.progress) options.progress(done, n);
+        continue;
+      }
+      RankDigest d = analysis::DigestRank(**reader, digest_options);
+      reader->reset();  // the events go; the digest stays
+      std::lock_guard<std::mutex> lock(mu);
+      for (const analysis::CommRecord& c : d.comms) job->lineage.Add(c, d.rank);
+      job->collectives.Merge(d);
+      job->p2p.Merge(d);
+      for (const auto& [t, count] : d.transitions) job->transitions[t] += count;
+      d.transitions.clear();
+      slots[i] = std::move(d);
+      ++done;
+      if (options.progress) options.progress(done, n);
+    }
+  };
+  int threads = options.threads > 0 ? options.threads
+                                     : static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(n, 1)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (auto& s : slots) {
+    if (s) job->digests.push_back(std::move(*s));
+  }
+  std::sort(job->digests.begin(), job->digests.end(),
+            [](const RankDigest& a, const RankDigest& b) { return a.rank < b.rank; });
+  std::sort(unreadable.begin(), unreadable.end());
+  return unreadable;
+}
+
+}  // namespace
+
+Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& options) {
+  auto job = std::make_unique<JobView>();
+  job->options = options;
+  job->now_realtime_ns = RealtimeNow();
+  CheckReport report;
+  report.trace = trace.dir();
+
+  // A job still recording is checked as live even when nobody said so: what
+  // its ranks are inside may finish in a moment.
+  bool running = false;
+  for (const RankEntry& r : trace.ranks()) running = running || RankReader::IsRunning(r.dir);
+  job->live = options.live || running;
+  if (running && !options.live) {
+    report.notes.push_back("some ranks are still recording: checked as with --live");
+  }
+  report.live = job->live;
+  analysis::DigestOptions digest_options;
+  digest_options.now_realtime_ns = job->now_realtime_ns;
+  digest_options.min_wait_ns = options.min_wait_ns >= 0 ? options.min_wait_ns : kDefaultMinWaitNs;
+
+  for (const TraceProblem& p : trace.problems()) report.notes.push_back(p.file + ": " + p.message);
+  std::vector<std::string> unreadable = ReadRanks(trace, digest_options, options, job.get());
+  for (const std::string& u : unreadable) report.notes.push_back("unreadable rank " + u);
+  if (job->digests.empty()) {
+    return Status::Corruption(trace.dir() + ": no rank of the trace could be read" +
+                              (unreadable.empty() ? "" : " (" + unreadable.front() + ")"));
+  }
+  job->lineage.Finish();
+
+  int32_t world = trace.manifest() ? trace.manifest()->world_size : -1;
+  job->start_realtime_ns = INT64_MAX;
+  job->end_realtime_ns = INT64_MIN;
+  for (size_t i = 0; i < job->digests.size(); ++i) {
+    const RankDigest& d = job->digests[i];
+    job->by_rank[d.rank] = i;
+    world = std::max(world, d.header.world_size);
+    world = std::max(world, d.rank + 1);
+    job->start_realtime_ns = std::min(job->start_realtime_ns, d.Abs(d.first_ns));
+    job->end_realtime_ns = std::max(job->end_realtime_ns, d.Abs(d.last_ns));
+    if (d.dropped > 0) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + " lost " + std::to_string(d.dropped) +
+                             " events while recording (full ring): findings about it may be incomplete");
+    }
+    if (d.missing > 0) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) +
+                             " events unreadable (damaged trace)");
+    }
+    if (d.status == RankStatus::kFailed) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": recording failed (" +
+                             d.header.recording_error + "); its trace stops early");
+    }
+  }
+  job->world_size = world;
+  report.world_size = world;
+  for (int32_t r = 0; r < world; ++r) {
+    if (job->by_rank.count(r) == 0) job->untraced.push_back(r);
+  }
+  if (!job->untraced.empty()) {
+    report.notes.push_back("no readable trace for " +
+                           std::string(job->untraced.size() == 1 ? "rank " : "ranks ") +
+                           analysis::FormatRanks(job->untraced) + ": collectives are checked without them");
+  }
+
+  std::vector<analysis::RankedFinding> found;
+  analysis::CheckCollectives(*job, &found);
+  analysis::CheckOrder(*job, &found);
+  analysis::CheckPointToPoint(*job, &found);
+  analysis::CheckErrors(*job, &found);
+  analysis::CheckNanInf(*job, &found);
+  analysis::CheckDevices(*job, &found);
+  analysis::CheckConfig(*job, &found);
+  analysis::CheckStragglers(*job, &found);
+  std::stable_sort(found.begin(), found.end(), [](const analysis::RankedFinding& a, const analysis::RankedFinding& b) {
+    if (a.finding.kind != b.finding.kind) return a.finding.kind < b.finding.kind;
+    if (a.score != b.score) return a.score > b.score;
+    return a.time < b.time;
+  });
+  for (auto& f : found) report.findings.push_back(std::move(f.finding));
+
+  analysis::Narrator narrator(*job);
+  for (const RankDigest& d : job->digests) {
+    RankState s;
+    s.rank = d.rank;
+    s.status = analysis::StatusWord(d.status);
+    if (d.header.close_reason != CloseReason::kNone) s.close_reason = std::string(CloseReasonName(d.header.close_reason));
+    s.signal = d.fatal_signal;
+    s.blocked = std::any_of(d.blocked.begin(), d.blocked.end(), [](const auto& b) { return b.stuck; });
+    s.doing = narrator.Doing(d.rank);
+    s.events = d.events;
+    report.ranks.push_back(std::move(s));
+  }
+  for (int32_t r : job->untraced) {
+    RankState s;
+    s.rank = r;
+    s.status = "untraced";
+    s.doing = narrator.Doing(r);
+    report.ranks.push_back(std::move(s));
+  }
+  std::sort(report.ranks.begin(), report.ranks.end(), [](const RankState& a, const RankState& b) { return a.rank < b.rank; });
+  return report;
+}
+
+nlohmann::json FindingToJson(const Finding& f) {
+  nlohmann::json j;
+  j["kind"] = std::string(FindingKindName(f.kind));
+  j["title"] = f.title;
+  j["details"] = f.details;
+  j["categories"] = f.categories;
+  j["fix"] = f.fix;
+  j["ranks"] = f.ranks;
+  if (f.comm) {
+    j["comm"] = {{"id", Hex(f.comm->id)}, {"name", f.comm->name}, {"members", f.comm->members}};
+  }
+  if (f.seq != 0) j["seq"] = f.seq;
+  if (!f.op.empty()) j["op"] = f.op;
+  if (f.call_site) {
+    const CallSite& s = *f.call_site;
+    j["call_site"] = {{"text", FormatCallSite(s)}, {"address", Hex(s.address)}, {"module", s.module},
+                      {"offset", Hex(s.offset)}, {"symbol", s.symbol}};
+  }
+  j["data"] = f.data;
+  return j;
+}
+
+nlohmann::json CheckReportToJson(const CheckReport& r) {
+  nlohmann::json j;
+  j["trace"] = r.trace;
+  j["live"] = r.live;
+  j["world_size"] = r.world_size;
+  j["findings"] = nlohmann::json::array();
+  for (const Finding& f : r.findings) j["findings"].push_back(FindingToJson(f));
+  j["ranks"] = nlohmann::json::array();
+  for (const RankState& s : r.ranks) {
+    nlohmann::json x = {{"rank", s.rank}, {"status", s.status}, {"blocked", s.blocked}, {"doing", s.doing},
+                        {"events", s.events}};
+    if (!s.close_reason.empty()) x["close_reason"] = s.close_reason;
+    if (s.signal != 0) x["signal"] = s.signal;
+    j["ranks"].push_back(x);
+  }
+  j["notes"] = r.notes;
+  return j;
+}
+
+}  // namespace replay

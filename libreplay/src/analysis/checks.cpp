@@ -1,0 +1,1069 @@
+#include "analysis/checks.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <set>
+
+#include "analysis/taxonomy.h"
+#include "replay/event_format.h"
+
+namespace replay::analysis {
+namespace {
+
+std::string Ranks(const std::vector<int32_t>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + FormatRanks(ranks);
+}
+std::string Ranks(const RankSet& ranks) { return Ranks(ranks.ToVector()); }
+
+std::string SignalName(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+// Signals a program dies of by itself, as opposed to being stopped from outside
+// (the launcher, a timeout, a user).
+bool IsCrashSignal(int signo) {
+  return signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL || signo == SIGABRT ||
+         signo == SIGTRAP || signo == SIGSYS;
+}
+
+bool FinishedCleanly(const RankDigest& d) {
+  return d.status == RankStatus::kComplete && d.fatal_signal == 0 && !d.aborted &&
+         (d.header.close_reason == CloseReason::kFinalize || d.header.close_reason == CloseReason::kExit);
+}
+
+bool IsPointToPoint(OpKind kind) {
+  return kind == OpKind::kSend || kind == OpKind::kRecv || kind == OpKind::kSendrecv ||
+         kind == OpKind::kMrecv || kind == OpKind::kProbe;
+}
+
+Finding Make(FindingKind kind) {
+  Finding f;
+  f.kind = kind;
+  Advice a = AdviceFor(kind);
+  f.categories = std::move(a.categories);
+  f.fix = std::move(a.fix);
+  return f;
+}
+
+// Signature groups of one collective, the expected (majority) one first: the
+// most ranks; on a tie the group whose call sites did the same last time.
+std::vector<const SigGroup*> OrderedGroups(const CollSummary& s) {
+  std::vector<const SigGroup*> g;
+  for (const SigGroup& x : s.sigs) g.push_back(&x);
+  std::sort(g.begin(), g.end(), [](const SigGroup* a, const SigGroup* b) {
+    size_t na = a->ranks.Count(), nb = b->ranks.Count();
+    if (na != nb) return na > nb;
+    bool ca = !a->changed.Empty(), cb = !b->changed.Empty();
+    if (ca != cb) return !ca;
+    return a->first_rank < b->first_rank;
+  });
+  return g;
+}
+
+std::vector<std::string> DifferingFields(const CollSignature& a, const CollSignature& b) {
+  std::vector<std::string> f;
+  if (a.kind != b.kind) return {"op"};
+  if (a.nonblocking != b.nonblocking) f.push_back("blocking");
+  if (a.api != b.api) f.push_back("call");
+  // MPI matches type signatures: a derived type against a count of basic
+  // elements is fine when the bytes agree.
+  if (a.dtype == DataType::kDerived || b.dtype == DataType::kDerived) {
+    if (a.bytes != b.bytes) f.push_back("bytes");
+  } else {
+    if (a.count != b.count) f.push_back("count");
+    if (a.dtype != b.dtype) f.push_back("dtype");
+  }
+  if (a.redop != b.redop) f.push_back("redop");
+  if (a.root != b.root) f.push_back("root");
+  if (a.recv_count != b.recv_count) f.push_back("recv_count");
+  if (a.recv_dtype != b.recv_dtype) f.push_back("recv_dtype");
+  if (a.counts_hash != b.counts_hash) f.push_back("counts");
+  return f;
+}
+
+std::string FieldValue(const SigGroup& g, const std::string& field) {
+  const CollSignature& s = g.sig;
+  if (field == "op" || field == "call") return g.api;
+  if (field == "blocking") return s.nonblocking ? "non-blocking" : "blocking";
+  if (field == "count") return "count " + std::to_string(s.count);
+  if (field == "bytes") return std::to_string(s.bytes) + " bytes";
+  if (field == "dtype") return std::string(DataTypeName(s.dtype));
+  if (field == "redop") return std::string(RedOpName(s.redop));
+  if (field == "root") return "root " + std::to_string(s.root);
+  if (field == "recv_count") return "receive count " + std::to_string(s.recv_count);
+  if (field == "recv_dtype") return "receive type " + std::string(DataTypeName(s.recv_dtype));
+  if (field == "counts") return "per-rank counts #" + Hex(s.counts_hash).substr(2, 6);
+  return field;
+}
+
+std::string SigText(const SigGroup& g) {
+  const CollSignature& s = g.sig;
+  std::string t = g.api;
+  if (s.count != 0 || s.dtype != DataType::kUnknown) {
+    t += " count=" + std::to_string(s.count) + " " + std::string(DataTypeName(s.dtype));
+  }
+  if (s.redop != RedOp::kNone) t += " " + std::string(RedOpName(s.redop));
+  if (s.root >= 0) t += " root=" + std::to_string(s.root);
+  if (s.recv_count != 0) t += " recv_count=" + std::to_string(s.recv_count);
+  return t;
+}
+
+nlohmann::json SigJson(const SigGroup& g) {
+  const CollSignature& s = g.sig;
+  return {{"ranks", g.ranks.ToVector()},
+          {"api", g.api},
+          {"op", std::string(OpKindName(s.kind))},
+          {"blocking", !s.nonblocking},
+          {"count", s.count},
+          {"dtype", std::string(DataTypeName(s.dtype))},
+          {"bytes", s.bytes},
+          {"redop", std::string(RedOpName(s.redop))},
+          {"root", s.root},
+          {"recv_count", s.recv_count}};
+}
+
+// Later findings of the same kind on one communicator are usually its
+// consequences (a skipped call shifts every later sequence number); they are
+// counted into the first one instead of reported.
+class PerComm {
+ public:
+  // True the first time for `comm`: the caller then reports its finding at
+  // `index`. Later calls are counted into that finding.
+  bool Take(uint64_t comm, size_t index) {
+    auto [it, fresh] = first_.try_emplace(comm, index);
+    if (!fresh) ++later_[comm];
+    return fresh;
+  }
+  void Annotate(std::vector<RankedFinding>* out, const std::string& what) const {
+    for (const auto& [comm, n] : later_) {
+      Finding& f = (*out)[first_.at(comm)].finding;
+      f.data["later"] = n;
+      f.details.push_back("and " + std::to_string(n) + " later " + what + " on this communicator");
+    }
+  }
+
+ private:
+  std::unordered_map<uint64_t, size_t> first_;
+  std::unordered_map<uint64_t, uint64_t> later_;
+};
+
+}  // namespace
+
+const RankDigest* JobView::Rank(int32_t rank) const {
+  auto it = by_rank.find(rank);
+  return it == by_rank.end() ? nullptr : &digests[it->second];
+}
+
+std::string StatusWord(RankStatus status) {
+  switch (status) {
+    case RankStatus::kComplete: return "complete";
+    case RankStatus::kSalvaged: return "salvaged";
+    case RankStatus::kRunning: return "running";
+    case RankStatus::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+bool IsPerRankSetting(const std::string& key) {
+  static const char* const kPerRankParts[] = {"RANK", "PID", "VPID", "_LOCALID", "NODEID", "NODENAME",
+                                              "HOSTNAME", "VISIBLE_DEVICES", "TOPOLOGY_ADDR", "GTIDS"};
+  std::string upper = key;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* part : kPerRankParts) {
+    if (upper.find(part) != std::string::npos) return true;
+  }
+  static const char* const kPerProcess[] = {"OMPI_FILE_LOCATION", "PMIX_ID", "PMIX_SERVER_URI", "PMIX_SERVER_TMPDIR",
+                                            "PMIX_SYSTEM_TMPDIR", "OMPI_MCA_orte_ess_node_rank",
+                                            "OMPI_MCA_pmix_server_uri", "OMPI_COMM_WORLD_NODE_RANK",
+                                            "mpi.world_rank", "launcher.local_rank"};
+  for (const char* p : kPerProcess) {
+    if (key.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Narrator
+
+std::string Narrator::Call(const OpenCall& c, const RankDigest& d) const {
+  std::string s = d.Api(c.api);
+  if (c.kind == OpKind::kWait || c.kind == OpKind::kFinalize || c.kind == OpKind::kInit) return s;
+  if (IsCollective(c.kind) && c.comm != 0) {
+    return s + " on " + job_.lineage.Name(c.comm) + " #" + std::to_string(c.seq);
+  }
+  if (IsPointToPoint(c.kind)) {
+    s += c.is_send ? " to " : " from ";
+    s += c.peer == kAnySource ? "any rank" : "rank " + std::to_string(c.peer);
+    s += c.tag == kAnyTag && !c.is_send ? " (any tag)" : " (tag " + std::to_string(c.tag) + ")";
+    if (c.comm != 0) s += " on " + job_.lineage.Name(c.comm);
+    return s;
+  }
+  if (c.comm != 0) s += " on " + job_.lineage.Name(c.comm);
+  return s;
+}
+
+nlohmann::json Narrator::CallJson(const OpenCall& c, const RankDigest& d, bool returned) const {
+  nlohmann::json j = {{"api", d.Api(c.api)}, {"op", std::string(OpKindName(c.kind))}, {"returned", returned},
+                      {"entered_ns", c.enter_ns}};
+  if (c.comm != 0) {
+    j["comm"] = Hex(c.comm);
+    j["comm_name"] = job_.lineage.Name(c.comm);
+  }
+  if (c.seq != 0) j["seq"] = c.seq;
+  if (IsPointToPoint(c.kind)) {
+    j["peer"] = c.peer;
+    j["tag"] = c.tag;
+  }
+  if (!returned && Waited(d, c.enter_ns) >= 0) j["waited_ns"] = Waited(d, c.enter_ns);
+  if (c.call_site != 0) j["call_site"] = FormatCallSite(Site(d.rank, c.call_site));
+  return j;
+}
+
+int64_t Narrator::Waited(const RankDigest& d, int64_t enter_ns) const {
+  int64_t until = -1;
+  if (job_.live && d.status == RankStatus::kRunning) {
+    until = job_.now_realtime_ns;
+  } else if (d.fatal_signal != 0) {
+    until = d.Abs(d.signal_ns);
+  } else if (d.header.close_realtime_ns > 0) {
+    until = d.header.close_realtime_ns;
+  }
+  return until < 0 ? -1 : std::max<int64_t>(0, until - d.Abs(enter_ns));
+}
+
+std::string Narrator::WaitPhrase(const RankDigest& d, int64_t enter_ns) const {
+  int64_t waited = Waited(d, enter_ns);
+  if (waited >= 0) return "for " + HumanDuration(waited);
+  return "since " + HumanDuration(enter_ns) + " into its run";
+}
+
+std::string Narrator::Doing(int32_t rank) const {
+  const RankDigest* d = job_.Rank(rank);
+  if (d == nullptr) return "no trace was recorded for it";
+  std::string death;
+  if (d->fatal_signal != 0) {
+    death = (IsCrashSignal(d->fatal_signal) ? "crashed with " : "killed by ") + SignalName(d->fatal_signal);
+  } else if (d->aborted) {
+    death = "called MPI_Abort";
+  } else if (d->status == RankStatus::kSalvaged) {
+    death = "killed without a recorded signal (SIGKILL or similar; trace salvaged)";
+  }
+  if (!d->blocked.empty()) {
+    const BlockedCall& b = d->blocked.front();
+    std::string s = (b.stuck ? "blocked in " : "in ") + Call(b.call, *d);
+    if (!b.waits_for.empty()) {
+      s += " for ";
+      for (size_t i = 0; i < b.waits_for.size() && i < 2; ++i) s += (i ? ", " : "") + Call(b.waits_for[i], *d);
+      if (b.waits_for.size() > 2) s += " and " + std::to_string(b.waits_for.size() - 2) + " more";
+    }
+    s += " " + WaitPhrase(*d, b.call.enter_ns);
+    if (b.stuck) s += ", never returned";
+    if (!death.empty()) s += "; then " + death;
+    return s;
+  }
+  std::string last;
+  if (d->last_call) last = Call(*d->last_call, *d) + (d->last_call_returned ? " returned" : " (inside it)");
+  if (!death.empty()) {
+    return death + (last.empty() ? "" : " after " + last + (d->last_call_returned ? ", outside any communication call" : ""));
+  }
+  switch (d->status) {
+    case RankStatus::kComplete:
+      if (d->header.close_reason == CloseReason::kFinalize) return "finished (MPI_Finalize)";
+      return "exited (" + std::string(CloseReasonName(d->header.close_reason)) + ")";
+    case RankStatus::kRunning:
+      return "running, outside any communication call" + (last.empty() ? "" : "; last: " + last);
+    case RankStatus::kFailed:
+      return "its recording failed: " + d->header.recording_error;
+    case RankStatus::kSalvaged:
+      break;
+  }
+  return "its trace ends" + (last.empty() ? "" : " after " + last);
+}
+
+nlohmann::json Narrator::DoingJson(int32_t rank) const {
+  nlohmann::json j = {{"rank", rank}, {"doing", Doing(rank)}};
+  const RankDigest* d = job_.Rank(rank);
+  if (d == nullptr) {
+    j["status"] = "untraced";
+    return j;
+  }
+  j["status"] = StatusWord(d->status);
+  if (d->header.close_reason != CloseReason::kNone) j["close_reason"] = std::string(CloseReasonName(d->header.close_reason));
+  if (d->fatal_signal != 0) j["signal"] = SignalName(d->fatal_signal);
+  if (!d->blocked.empty()) {
+    const BlockedCall& b = d->blocked.front();
+    j["blocked_in"] = CallJson(b.call, *d, false);
+    j["blocked_in"]["stuck"] = b.stuck;
+    if (!b.waits_for.empty()) {
+      j["blocked_in"]["waits_for"] = nlohmann::json::array();
+      for (const OpenCall& w : b.waits_for) j["blocked_in"]["waits_for"].push_back(CallJson(w, *d, false));
+    }
+  } else if (d->last_call) {
+    j["last_call"] = CallJson(*d->last_call, *d, d->last_call_returned);
+  }
+  return j;
+}
+
+CommRef Narrator::Comm(uint64_t id) const {
+  CommRef c;
+  c.id = id;
+  c.name = job_.lineage.Name(id);
+  c.members = job_.lineage.Members(id);
+  return c;
+}
+
+CallSite Narrator::Site(int32_t rank, uint64_t address) const {
+  const RankDigest* d = job_.Rank(rank);
+  if (d == nullptr || address == 0) {
+    CallSite s;
+    s.address = address;
+    return s;
+  }
+  return job_.symbols.Resolve(address, d->header.modules);
+}
+
+int Narrator::Deviation(int32_t rank) const {
+  const RankDigest* d = job_.Rank(rank);
+  if (d == nullptr) return 0;
+  int n = 0;
+  for (uint64_t t : d->recent_transitions) {
+    auto it = job_.transitions.find(t);
+    if (it != job_.transitions.end() && it->second == 1) ++n;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------
+// Collectives: mismatched arguments, missing ranks, calls that never
+// completed, outputs that differ.
+
+namespace {
+
+struct CollContext {
+  const JobView& job;
+  Narrator n;
+  CollKey key;
+  const CollSummary& s;
+  const std::vector<int32_t>& members;
+  const SigGroup& reference;  // the call most ranks made
+  std::string what;           // "MPI_Allreduce on dup(WORLD) #3"
+};
+
+// "ranks 0,2 never returned; rank 3 crashed with SIGABRT inside it; rank 1 returned"
+std::string Outcome(const CollContext& c) {
+  std::vector<int32_t> stuck, died, done, pending;
+  for (int32_t r : c.s.Entered().ToVector()) {
+    const RankDigest* d = c.job.Rank(r);
+    if (c.s.stuck.Has(r) || c.s.in_progress.Has(r)) {
+      (d != nullptr && (d->fatal_signal != 0 && IsCrashSignal(d->fatal_signal)) ? died : stuck).push_back(r);
+    } else if (c.s.pending.Has(r)) {
+      pending.push_back(r);
+    } else {
+      done.push_back(r);
+    }
+  }
+  std::vector<std::string> parts;
+  if (!stuck.empty()) parts.push_back(Ranks(stuck) + " never returned");
+  for (int32_t r : died) parts.push_back("rank " + std::to_string(r) + " " + c.n.Doing(r));
+  if (!pending.empty()) parts.push_back(Ranks(pending) + " started it and never waited for it");
+  if (!done.empty()) parts.push_back(Ranks(done) + " finished it");
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? "; " : "") + parts[i];
+  return s;
+}
+
+void SetCommon(const CollContext& c, Finding* f) {
+  f->comm = c.n.Comm(c.key.comm);
+  f->seq = c.key.seq;
+  f->op = c.reference.api;
+  if (c.reference.call_site != 0) f->call_site = c.n.Site(c.reference.first_rank, c.reference.call_site);
+}
+
+struct Odd {
+  const SigGroup* g;
+  std::vector<std::string> fields;
+};
+
+// The groups that called something else than the expected group.
+std::vector<Odd> OddGroups(const std::vector<const SigGroup*>& groups) {
+  std::vector<Odd> odd;
+  for (size_t i = 1; i < groups.size(); ++i) {
+    auto fields = DifferingFields(groups[0]->sig, groups[i]->sig);
+    if (!fields.empty()) odd.push_back({groups[i], std::move(fields)});
+  }
+  return odd;
+}
+
+void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
+  std::vector<const SigGroup*> groups = OrderedGroups(c.s);
+  std::vector<Odd> odd = OddGroups(groups);
+  Finding f = Make(FindingKind::kMismatch);
+  SetCommon(c, &f);
+  RankSet culprits;
+  for (const Odd& o : odd) culprits.Merge(o.g->ranks);
+  f.ranks = culprits.ToVector();
+  const Odd& first = odd.front();
+  const std::string& field = first.fields.front();
+  RankSet expected;
+  for (const SigGroup* g : groups) {
+    bool is_odd = std::any_of(odd.begin(), odd.end(), [&](const Odd& o) { return o.g == g; });
+    if (!is_odd) expected.Merge(g->ranks);
+  }
+  if (field == "op") {
+    f.title = "mismatched collective on " + c.job.lineage.Name(c.key.comm) + " #" + std::to_string(c.key.seq) +
+              ": " + Ranks(first.g->ranks) + " call" + (first.g->ranks.Count() == 1 ? "s " : " ") + first.g->api +
+              ", " + Ranks(expected) + " call" + (expected.Count() == 1 ? "s " : " ") + groups[0]->api;
+  } else {
+    f.title = "mismatched " + c.what + ": " + Ranks(first.g->ranks) + " pass" +
+              (first.g->ranks.Count() == 1 ? "es " : " ") + FieldValue(*first.g, field) + ", " +
+              Ranks(expected) + " pass" + (expected.Count() == 1 ? "es " : " ") + FieldValue(*groups[0], field);
+  }
+  for (const SigGroup* g : groups) f.details.push_back(Ranks(g->ranks) + ": " + SigText(*g));
+  std::string outcome = Outcome(c);
+  if (!outcome.empty()) f.details.push_back("then: " + outcome);
+  // Where the odd rank made the call: that is the code to read first.
+  if (first.g->call_site != 0) f.call_site = c.n.Site(first.g->first_rank, first.g->call_site);
+  f.data["field"] = field;
+  f.data["fields"] = first.fields;
+  f.data["groups"] = nlohmann::json::array();
+  for (const SigGroup* g : groups) {
+    nlohmann::json j = SigJson(*g);
+    j["expected"] = !culprits.Has(g->first_rank);
+    f.data["groups"].push_back(j);
+  }
+  f.data["stuck"] = c.s.stuck.ToVector();
+  out->push_back({std::move(f), 0, c.s.first_enter_abs});
+}
+
+// The (communicator, seq) a rank is stuck in: the collective it is inside, or
+// the first collective its wait is for.
+std::optional<CollKey> StuckIn(const RankDigest& d) {
+  if (d.blocked.empty()) return std::nullopt;
+  const BlockedCall& b = d.blocked.front();
+  if (IsCollective(b.call.kind) && b.call.comm != 0 && b.call.seq != 0) return CollKey{b.call.comm, b.call.seq};
+  for (const OpenCall& w : b.waits_for) {
+    if (IsCollective(w.kind) && w.comm != 0 && w.seq != 0) return CollKey{w.comm, w.seq};
+  }
+  return std::nullopt;
+}
+
+void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, std::vector<RankedFinding>* out) {
+  Finding f = Make(FindingKind::kMissingRanks);
+  SetCommon(c, &f);
+  // Culprits first: ranks whose control flow just went its own way.
+  std::vector<std::pair<int, int32_t>> order;
+  for (int32_t r : missing) order.emplace_back(-c.n.Deviation(r), r);
+  std::sort(order.begin(), order.end());
+  int deviating = 0;
+  for (auto& [dev, r] : order) {
+    f.ranks.push_back(r);
+    if (dev < 0) ++deviating;
+  }
+  RankSet entered = c.s.Entered();
+  std::vector<int32_t> stuck = c.s.stuck.ToVector();
+  if (!stuck.empty()) {
+    f.title = Ranks(missing) + " never entered " + c.what + ", which " + Ranks(stuck) +
+              (stuck.size() == 1 ? " is" : " are") + " blocked in";
+  } else {
+    f.title = Ranks(missing) + " never entered " + c.what + ", which " + Ranks(entered) + " called";
+  }
+  nlohmann::json missing_json = nlohmann::json::array();
+  size_t shown = 0;
+  for (int32_t r : f.ranks) {
+    const RankDigest* d = c.job.Rank(r);
+    nlohmann::json j = c.n.DoingJson(r);
+    uint64_t last = 0;
+    if (d != nullptr) {
+      auto it = d->last_seq.find(c.key.comm);
+      if (it != d->last_seq.end()) last = it->second;
+    }
+    j["last_seq_on_comm"] = last;
+    j["deviates"] = c.n.Deviation(r) > 0;
+    missing_json.push_back(j);
+    if (shown++ < 16) {
+      f.details.push_back("rank " + std::to_string(r) + ": " + c.n.Doing(r) +
+                          (last > 0 ? " (its last call on " + c.job.lineage.Name(c.key.comm) + " was #" +
+                                          std::to_string(last) + ")"
+                                    : " (it made no call on " + c.job.lineage.Name(c.key.comm) + ")"));
+    }
+  }
+  if (f.ranks.size() > shown) f.details.push_back("... and " + std::to_string(f.ranks.size() - shown) + " more");
+  // A cycle: missing ranks stuck in a collective that ranks stuck here never
+  // entered. Grouped by where they are stuck.
+  RankSet stuck_here = c.s.stuck;
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<RankSet, RankSet>> cycles;  // there -> (missing ranks, waiters)
+  for (int32_t r : f.ranks) {
+    const RankDigest* d = c.job.Rank(r);
+    if (d == nullptr) continue;
+    std::optional<CollKey> there = StuckIn(*d);
+    if (!there) continue;
+    const CollSummary* other = c.job.collectives.Find(there->comm, there->seq);
+    if (other == nullptr) continue;
+    RankSet other_entered = other->Entered();
+    const auto& m = c.job.lineage.Members(there->comm);
+    RankSet waiters;
+    for (int32_t w : stuck_here.ToVector()) {
+      if (std::find(m.begin(), m.end(), w) != m.end() && !other_entered.Has(w)) waiters.Add(w);
+    }
+    if (waiters.Empty()) continue;
+    auto& entry = cycles[{there->comm, there->seq}];
+    entry.first.Add(r);
+    entry.second.Merge(waiters);
+  }
+  nlohmann::json cycle = nlohmann::json::array();
+  for (const auto& [there, ranks] : cycles) {
+    const auto& [in_there, waiters] = ranks;
+    std::string there_name = c.job.lineage.Name(there.first) + " #" + std::to_string(there.second);
+    bool one = in_there.Count() == 1;
+    f.details.push_back("deadlock: " + Ranks(in_there) + (one ? " waits" : " wait") + " in " + there_name +
+                        " for " + Ranks(waiters) + ", which " + (waiters.Count() == 1 ? "waits" : "wait") +
+                        " here for " + (one ? "it" : "them"));
+    cycle.push_back({{"ranks", in_there.ToVector()},
+                     {"waits_in", {{"comm", Hex(there.first)}, {"comm_name", c.job.lineage.Name(there.first)}, {"seq", there.second}}},
+                     {"for", waiters.ToVector()}});
+  }
+  // When the last of them got stuck: the moment the job stopped moving.
+  int64_t since = c.s.last_enter_abs;
+  for (int32_t r : f.ranks) {
+    const RankDigest* d = c.job.Rank(r);
+    if (d != nullptr && !d->blocked.empty()) since = std::max(since, d->Abs(d->blocked.front().call.enter_ns));
+  }
+  f.data["stuck_since_realtime_ns"] = since;
+  f.data["entered"] = entered.ToVector();
+  f.data["stuck"] = stuck;
+  f.data["missing"] = missing_json;
+  if (!cycle.empty()) f.data["deadlock"] = cycle;
+  double fraction = c.members.empty() ? 1 : static_cast<double>(missing.size()) / c.members.size();
+  double score = (deviating > 0 ? 10 : 0) + (1 - fraction);
+  out->push_back({std::move(f), score, c.s.first_enter_abs});
+}
+
+void NeverCompletedFinding(const CollContext& c, std::vector<RankedFinding>* out) {
+  Finding f = Make(FindingKind::kNeverCompleted);
+  SetCommon(c, &f);
+  std::vector<int32_t> stuck = c.s.stuck.ToVector();
+  std::vector<int32_t> pending = c.s.pending.ToVector();
+  f.ranks = stuck;
+  f.title = c.what + " never completed: all " + std::to_string(c.members.size()) + " members entered it, " +
+            Ranks(stuck) + (stuck.size() == 1 ? " is" : " are") + " still inside";
+  for (size_t i = 0; i < stuck.size() && i < 16; ++i) {
+    f.details.push_back("rank " + std::to_string(stuck[i]) + ": " + c.n.Doing(stuck[i]));
+  }
+  for (size_t i = 0; i < pending.size() && i < 16; ++i) {
+    f.details.push_back("rank " + std::to_string(pending[i]) + " started it and has not waited for it: " +
+                        c.n.Doing(pending[i]));
+  }
+  f.data["stuck"] = stuck;
+  f.data["pending"] = pending;
+  f.data["states"] = nlohmann::json::array();
+  for (int32_t r : stuck) f.data["states"].push_back(c.n.DoingJson(r));
+  // Pending members are what the others wait for: rank this lower than a
+  // completion that every member is waiting on.
+  out->push_back({std::move(f), pending.empty() ? 1.0 : 0.0, c.s.first_enter_abs});
+}
+
+void OutputsFinding(const CollContext& c, std::vector<RankedFinding>* out) {
+  std::vector<const OutGroup*> g;
+  for (const OutGroup& o : c.s.outs) g.push_back(&o);
+  std::sort(g.begin(), g.end(), [](const OutGroup* a, const OutGroup* b) {
+    size_t na = a->ranks.Count(), nb = b->ranks.Count();
+    return na != nb ? na > nb : a->ranks.First() < b->ranks.First();
+  });
+  Finding f = Make(FindingKind::kOutputsDiffer);
+  SetCommon(c, &f);
+  RankSet odd;
+  for (size_t i = 1; i < g.size(); ++i) odd.Merge(g[i]->ranks);
+  f.ranks = odd.ToVector();
+  f.title = "ranks received different results from " + c.what + ": " + Ranks(odd) + " differ from " +
+            Ranks(g[0]->ranks);
+  f.data["groups"] = nlohmann::json::array();
+  for (const OutGroup* o : g) {
+    f.details.push_back(Ranks(o->ranks) + ": fingerprint " + Hex(o->hash));
+    f.data["groups"].push_back({{"fingerprint", Hex(o->hash)}, {"ranks", o->ranks.ToVector()}});
+  }
+  out->push_back({std::move(f), 0, c.s.first_enter_abs});
+}
+
+}  // namespace
+
+void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  RankSet untraced;
+  for (int32_t r : job.untraced) untraced.Add(r);
+  PerComm broken;   // mismatch, missing or never completed: one per communicator
+  PerComm outputs;
+  std::vector<RankedFinding> local;
+  for (const CollKey& key : job.collectives.SortedKeys()) {
+    const CollSummary& s = *job.collectives.Find(key.comm, key.seq);
+    const CommNode* node = job.lineage.Find(key.comm);
+    static const std::vector<int32_t> kNone;
+    const std::vector<int32_t>& members = node != nullptr ? node->members : kNone;
+    if (members.size() == 1 || (node != nullptr && node->size == 1)) continue;
+    std::vector<const SigGroup*> groups = OrderedGroups(s);
+    CollContext c{job, n, key, s, members, *groups[0],
+                  groups[0]->api + " on " + job.lineage.Name(key.comm) + " #" + std::to_string(key.seq)};
+
+    const bool mismatch = s.sigs.size() > 1 && !OddGroups(groups).empty();
+    if (mismatch && broken.Take(key.comm, local.size())) MismatchFinding(c, &local);
+    if (!mismatch && !members.empty()) {
+      RankSet entered = s.Entered();
+      std::vector<int32_t> missing;
+      bool missing_untraced_only = true;
+      for (int32_t m : members) {
+        if (entered.Has(m)) continue;
+        missing.push_back(m);
+        if (!untraced.Has(m)) missing_untraced_only = false;
+      }
+      if (!missing.empty() && !missing_untraced_only) {
+        bool report = !s.stuck.Empty();
+        if (!report && !job.live && s.in_progress.Empty()) {
+          // Nobody waits for them (a rooted or non-blocking call returned): a
+          // genuine difference in calls only if the missing ranks finished.
+          report = std::all_of(missing.begin(), missing.end(), [&](int32_t m) {
+            const RankDigest* d = job.Rank(m);
+            return d != nullptr && FinishedCleanly(*d);
+          });
+        }
+        if (report && broken.Take(key.comm, local.size())) MissingFinding(c, missing, &local);
+      } else if (missing.empty() && !s.stuck.Empty()) {
+        if (broken.Take(key.comm, local.size())) NeverCompletedFinding(c, &local);
+      }
+    }
+    if (!mismatch && s.outs.size() > 1 && outputs.Take(key.comm, local.size())) OutputsFinding(c, &local);
+  }
+  broken.Annotate(&local, "collectives are incomplete or mismatched as well");
+  outputs.Annotate(&local, "collectives also gave different results");
+  for (RankedFinding& f : local) out->push_back(std::move(f));
+}
+
+// ---------------------------------------------------------------------------
+// Order: two ranks that both made two blocking collectives on different
+// communicators, in opposite orders. It completed only because the library
+// buffered; it deadlocks when it does not.
+
+void CheckOrder(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  std::set<std::pair<uint64_t, uint64_t>> reported;
+  for (const CollKey& x : job.collectives.SortedKeys()) {
+    const CollSummary& sx = *job.collectives.Find(x.comm, x.seq);
+    for (const PredClaim& p : sx.preds) {
+      const CollSummary* sy = job.collectives.Find(p.comm, p.seq);
+      if (sy == nullptr) continue;
+      for (const PredClaim& q : sy->preds) {
+        if (q.comm != x.comm || q.seq < x.seq) continue;
+        auto pair = std::minmax(x.comm, p.comm);
+        if (!reported.insert(pair).second) continue;
+        // On ranks P, (p.comm, p.seq) came before x; on ranks Q, x (or a later
+        // call on its communicator) came before (p.comm, p.seq).
+        std::string a = job.lineage.Name(x.comm) + " #" + std::to_string(x.seq);
+        std::string b = job.lineage.Name(p.comm) + " #" + std::to_string(p.seq);
+        const SigGroup& gx = *OrderedGroups(sx)[0];
+        const SigGroup& gy = *OrderedGroups(*sy)[0];
+        Finding f = Make(FindingKind::kMismatch);
+        f.comm = n.Comm(x.comm);
+        f.seq = x.seq;
+        f.op = gx.api;
+        RankSet all = p.ranks;
+        all.Merge(q.ranks);
+        f.ranks = q.ranks.ToVector();
+        f.title = "collectives on " + job.lineage.Name(x.comm) + " and " + job.lineage.Name(p.comm) +
+                  " are called in opposite orders: " + Ranks(p.ranks) + " call " + gy.api + " on " + b +
+                  " before " + gx.api + " on " + a + ", " + Ranks(q.ranks) + " the other way round";
+        f.details.push_back("it completed this time because the library did not make the first call wait; "
+                            "with larger messages or another transport it deadlocks");
+        f.data["field"] = "order";
+        f.data["first"] = {{"comm", Hex(p.comm)}, {"comm_name", job.lineage.Name(p.comm)}, {"seq", p.seq}, {"ranks", p.ranks.ToVector()}};
+        f.data["second"] = {{"comm", Hex(x.comm)}, {"comm_name", job.lineage.Name(x.comm)}, {"seq", x.seq}, {"ranks", q.ranks.ToVector()}};
+        if (gx.call_site != 0) f.call_site = n.Site(gx.first_rank, gx.call_site);
+        out->push_back({std::move(f), 0, sx.first_enter_abs});
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Point-to-point: a receive nobody sends to, a send nobody receives.
+
+void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  std::set<std::tuple<uint64_t, int32_t, int32_t, bool>> reported;
+  auto emit = [&](const RankDigest& d, const OpenCall& c, int32_t from, int32_t to, const std::string& why) {
+    if (!reported.insert({c.comm, from, to, c.is_send}).second) return;
+    Finding f = Make(FindingKind::kUnmatchedP2p);
+    f.comm = n.Comm(c.comm);
+    f.op = d.Api(c.api);
+    f.ranks = {d.rank};
+    f.title = (c.is_send ? "unmatched send: rank " : "unmatched receive: rank ") + std::to_string(d.rank) +
+              " is blocked in " + n.Call(c, d) + why;
+    int32_t other = c.is_send ? to : from;
+    if (other >= 0) {
+      f.details.push_back("rank " + std::to_string(other) + ": " + n.Doing(other));
+      f.data["peer_state"] = n.DoingJson(other);
+    }
+    if (c.call_site != 0) f.call_site = n.Site(d.rank, c.call_site);
+    f.data["call"] = n.CallJson(c, d, false);
+    f.data["from"] = from;
+    f.data["to"] = to;
+    out->push_back({std::move(f), 0, d.Abs(c.enter_ns)});
+  };
+  for (const RankDigest& d : job.digests) {
+    for (const BlockedCall& b : d.blocked) {
+      if (!b.stuck) continue;
+      std::vector<OpenCall> calls = b.waits_for;
+      if (IsPointToPoint(b.call.kind)) calls.push_back(b.call);
+      for (const OpenCall& c : calls) {
+        if (!IsPointToPoint(c.kind) || c.comm == 0) continue;
+        if (!c.is_send) {
+          if (c.peer >= 0) {
+            const ChannelSummary* ch = job.p2p.Find(c.comm, c.peer, d.rank);
+            int64_t waiting = ch != nullptr ? ch->Unreceived(c.tag) : 0;
+            if (waiting <= 0) {
+              uint64_t sent = ch != nullptr ? ch->sent : 0;
+              emit(d, c, c.peer, d.rank,
+                   ": rank " + std::to_string(c.peer) + " sent it " + std::to_string(sent) + " message" +
+                       (sent == 1 ? "" : "s") + " on this communicator, none of them unreceived with this tag");
+            }
+          } else if (c.peer == kAnySource) {
+            int64_t waiting = 0;
+            for (const auto& [k, ch] : job.p2p.Into(c.comm, d.rank)) waiting += std::max<int64_t>(0, ch->Unreceived(c.tag));
+            if (waiting <= 0) emit(d, c, kAnySource, d.rank, ": no rank has sent it a message it has not received");
+          }
+        } else if (c.peer >= 0) {
+          const RankDigest* peer = job.Rank(c.peer);
+          bool peer_receiving = false;
+          if (peer != nullptr) {
+            for (const BlockedCall& pb : peer->blocked) {
+              std::vector<OpenCall> pcs = pb.waits_for;
+              pcs.push_back(pb.call);
+              for (const OpenCall& pc : pcs) {
+                if (!pc.is_send && IsPointToPoint(pc.kind) && pc.comm == c.comm &&
+                    (pc.peer == d.rank || pc.peer == kAnySource)) {
+                  peer_receiving = true;
+                }
+              }
+            }
+          }
+          if (!peer_receiving) emit(d, c, d.rank, c.peer, ": rank " + std::to_string(c.peer) + " is not receiving from it");
+        }
+      }
+    }
+  }
+  // Messages left unreceived by ranks that both finished.
+  for (const auto& [key, ch] : job.p2p.all()) {
+    if (ch.sent <= ch.received) continue;
+    const RankDigest* from = job.Rank(key.from);
+    const RankDigest* to = job.Rank(key.to);
+    if (from == nullptr || to == nullptr || !FinishedCleanly(*from) || !FinishedCleanly(*to)) continue;
+    if (!reported.insert({key.comm, key.from, key.to, true}).second) continue;
+    Finding f = Make(FindingKind::kUnmatchedP2p);
+    f.comm = n.Comm(key.comm);
+    f.ranks = {key.from};
+    uint64_t left = ch.sent - ch.received;
+    f.title = "unmatched send: rank " + std::to_string(key.from) + " sent " + std::to_string(left) + " message" +
+              (left == 1 ? "" : "s") + " to rank " + std::to_string(key.to) + " on " + job.lineage.Name(key.comm) +
+              " that it never received";
+    for (const auto& [tag, sent] : ch.sent_by_tag) {
+      auto r = ch.received_by_tag.find(tag);
+      uint64_t got = r == ch.received_by_tag.end() ? 0 : r->second;
+      if (sent > got) f.details.push_back("tag " + std::to_string(tag) + ": " + std::to_string(sent) + " sent, " + std::to_string(got) + " received");
+    }
+    f.data["from"] = key.from;
+    f.data["to"] = key.to;
+    f.data["sent"] = ch.sent;
+    f.data["received"] = ch.received;
+    out->push_back({std::move(f), 0, job.end_realtime_ns});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors, aborts and crashes.
+
+void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  struct Group {
+    std::vector<int32_t> ranks;
+    const ErrorRecord* first = nullptr;
+    const RankDigest* first_rank = nullptr;
+  };
+  std::map<std::tuple<int, int32_t, std::string>, Group> errors;
+  std::map<int, std::vector<const RankDigest*>> crashes;
+  for (const RankDigest& d : job.digests) {
+    for (const ErrorRecord& e : d.errors) {
+      if (e.source == ErrorSource::kRecorder) continue;
+      Group& g = errors[{static_cast<int>(e.source), e.code, e.message}];
+      if (g.ranks.empty() || g.ranks.back() != d.rank) g.ranks.push_back(d.rank);
+      if (g.first == nullptr || d.Abs(e.time_ns) < g.first_rank->Abs(g.first->time_ns)) {
+        g.first = &e;
+        g.first_rank = &d;
+      }
+    }
+    if (d.fatal_signal != 0 && IsCrashSignal(d.fatal_signal)) crashes[d.fatal_signal].push_back(&d);
+  }
+  for (auto& [key, g] : errors) {
+    const ErrorRecord& e = *g.first;
+    const RankDigest& d = *g.first_rank;
+    bool abort = e.message.rfind("MPI_Abort", 0) == 0;
+    Finding f = Make(FindingKind::kError);
+    Advice a = AdviceForError(e.source, abort);
+    f.categories = a.categories;
+    f.fix = a.fix;
+    f.ranks = g.ranks;
+    std::sort(f.ranks.begin(), f.ranks.end());
+    f.title = Ranks(f.ranks) + ": " + e.message;
+    if (e.after) {
+      f.op = d.Api(e.after->api);
+      if (e.after->comm != 0) f.comm = n.Comm(e.after->comm);
+      f.seq = e.after->seq;
+      if (!abort) f.details.push_back("after " + n.Call(*e.after, d) + " on rank " + std::to_string(d.rank));
+    }
+    if (e.call_site != 0) f.call_site = n.Site(d.rank, e.call_site);
+    f.data["source"] = std::string(ErrorSourceName(e.source));
+    f.data["code"] = e.code;
+    f.data["message"] = e.message;
+    f.data["abort"] = abort;
+    out->push_back({std::move(f), abort ? 1.0 : 0.0, d.Abs(e.time_ns)});
+  }
+  for (auto& [signo, ranks] : crashes) {
+    Finding f = Make(FindingKind::kError);
+    Advice a = AdviceForSignal(signo);
+    f.categories = a.categories;
+    f.fix = a.fix;
+    const RankDigest* first = ranks.front();
+    for (const RankDigest* d : ranks) {
+      f.ranks.push_back(d->rank);
+      if (d->Abs(d->signal_ns) < first->Abs(first->signal_ns)) first = d;
+    }
+    f.title = Ranks(f.ranks) + " crashed with " + SignalName(signo);
+    for (const RankDigest* d : ranks) {
+      if (f.details.size() >= 16) break;
+      f.details.push_back("rank " + std::to_string(d->rank) + ": " + n.Doing(d->rank) +
+                          (d->signal_address != 0 ? " (fault address " + Hex(d->signal_address) + ")" : "") +
+                          (d->last_mark.empty() ? "" : ", after mark " + d->last_mark));
+    }
+    if (first->last_call) {
+      const OpenCall& c = *first->last_call;
+      f.op = first->Api(c.api);
+      if (c.comm != 0) f.comm = n.Comm(c.comm);
+      f.seq = c.seq;
+      if (c.call_site != 0) f.call_site = n.Site(first->rank, c.call_site);
+    }
+    f.data["signal"] = SignalName(signo);
+    f.data["signo"] = signo;
+    f.data["states"] = nlohmann::json::array();
+    for (const RankDigest* d : ranks) f.data["states"].push_back(n.DoingJson(d->rank));
+    out->push_back({std::move(f), 2, first->Abs(first->signal_ns)});
+  }
+  // A rank that vanished without a signal, outside any call, while the others
+  // went on for a while: killed from outside (the OOM killer sends SIGKILL).
+  // Not when something else brought the job down: then it is the launcher
+  // cleaning up.
+  bool brought_down = std::any_of(job.digests.begin(), job.digests.end(), [](const RankDigest& d) {
+    return d.aborted || (d.fatal_signal != 0 && IsCrashSignal(d.fatal_signal));
+  });
+  constexpr int64_t kWentOnNs = 1'000'000'000;
+  for (const RankDigest& d : job.digests) {
+    if (brought_down || d.status != RankStatus::kSalvaged || d.fatal_signal != 0 || d.aborted ||
+        !d.blocked.empty()) {
+      continue;
+    }
+    int64_t gone = d.Abs(d.last_ns);
+    bool others_went_on = std::any_of(job.digests.begin(), job.digests.end(), [&](const RankDigest& o) {
+      return o.rank != d.rank && o.Abs(o.last_ns) > gone + kWentOnNs;
+    });
+    if (!others_went_on) continue;
+    Finding f = Make(FindingKind::kError);
+    f.categories = {"out of memory", "program failure"};
+    f.fix = "find what killed the process (SIGKILL leaves no trace in it): the kernel log for the OOM "
+            "killer, the launcher's or scheduler's log; fix the memory / core setting or batch size";
+    f.ranks = {d.rank};
+    f.title = "rank " + std::to_string(d.rank) + " died outside any communication call without a recorded signal";
+    f.details.push_back("rank " + std::to_string(d.rank) + ": " + n.Doing(d.rank));
+    f.data["states"] = nlohmann::json::array({n.DoingJson(d.rank)});
+    out->push_back({std::move(f), 1, gone});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// NaN / Inf: the ranks that sent one before they had received any.
+
+void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  struct Group {
+    std::vector<const RankDigest*> ranks;
+    int64_t time = 0;
+  };
+  std::map<std::tuple<uint64_t, uint64_t, int32_t>, Group> groups;
+  for (const RankDigest& d : job.digests) {
+    if (!d.nan_origin) continue;
+    const NanOrigin& o = *d.nan_origin;
+    Group& g = groups[{o.comm, o.seq, o.peer}];
+    int64_t t = d.Abs(o.time_ns);
+    if (g.ranks.empty() || t < g.time) g.time = t;
+    g.ranks.push_back(&d);
+  }
+  std::vector<Group*> ordered;
+  for (auto& [k, g] : groups) ordered.push_back(&g);
+  std::sort(ordered.begin(), ordered.end(), [](const Group* a, const Group* b) { return a->time < b->time; });
+  for (size_t i = 0; i < ordered.size() && i < 3; ++i) {
+    const Group& g = *ordered[i];
+    const RankDigest& d = *g.ranks.front();
+    const NanOrigin& o = *d.nan_origin;
+    Finding f = Make(FindingKind::kNanInf);
+    for (const RankDigest* r : g.ranks) f.ranks.push_back(r->rank);
+    std::sort(f.ranks.begin(), f.ranks.end());
+    OpenCall c;
+    c.api = o.api;
+    c.comm = o.comm;
+    c.seq = o.seq;
+    c.kind = o.seq != 0 ? OpKind::kAllreduce : OpKind::kSend;
+    c.peer = o.peer;
+    c.is_send = o.seq == 0;
+    std::string what = o.seq != 0 ? d.Api(o.api) + " on " + job.lineage.Name(o.comm) + " #" + std::to_string(o.seq)
+                                  : n.Call(c, d);
+    std::string values = (o.nan != 0 ? std::to_string(o.nan) + " NaN" : "") +
+                         (o.nan != 0 && o.inf != 0 ? " and " : "") +
+                         (o.inf != 0 ? std::to_string(o.inf) + " Inf" : "");
+    f.title = Ranks(f.ranks) + " sent " + values + " into " + what + " without having received any" +
+              (i == 0 ? ": the first NaN/Inf of the job" : "");
+    if (o.comm != 0) f.comm = n.Comm(o.comm);
+    f.seq = o.seq;
+    f.op = d.Api(o.api);
+    if (!o.mark.empty()) f.details.push_back("after mark " + o.mark);
+    if (o.call_site != 0) f.call_site = n.Site(d.rank, o.call_site);
+    f.data["nan"] = o.nan;
+    f.data["inf"] = o.inf;
+    f.data["mark"] = o.mark;
+    f.data["first"] = i == 0;
+    if (o.peer != kNoPeer) f.data["peer"] = o.peer;
+    out->push_back({std::move(f), i == 0 ? 1.0 : 0.0, g.time});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Devices: two members of one communicator on one device of one host.
+
+void CheckDevices(const JobView& job, std::vector<RankedFinding>* out) {
+  Narrator n(job);
+  std::map<std::tuple<uint64_t, std::string, int32_t>, std::vector<int32_t>> users;
+  for (const RankDigest& d : job.digests) {
+    for (const CommRecord& c : d.comms) {
+      if (c.device >= 0) users[{c.id, d.header.host, c.device}].push_back(d.rank);
+    }
+  }
+  for (auto& [key, ranks] : users) {
+    if (ranks.size() < 2) continue;
+    auto& [comm, host, device] = key;
+    Finding f = Make(FindingKind::kDevice);
+    f.comm = n.Comm(comm);
+    f.ranks = ranks;
+    f.title = Ranks(ranks) + " of " + job.lineage.Name(comm) + " all use device " + std::to_string(device) +
+              " on " + host;
+    f.data["host"] = host;
+    f.data["device"] = device;
+    out->push_back({std::move(f), 0, job.start_realtime_ns});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration: settings and versions that differ across ranks.
+
+void CheckConfig(const JobView& job, std::vector<RankedFinding>* out) {
+  if (job.digests.size() < 2) return;
+  // key -> value -> ranks; an unset key is the value "<unset>" on that rank.
+  std::map<std::string, std::map<std::string, RankSet>> values;
+  RankSet all;
+  for (const RankDigest& d : job.digests) {
+    all.Add(d.rank);
+    for (const auto& [k, v] : d.header.environment) {
+      if (!IsPerRankSetting(k)) values["env " + k][v].Add(d.rank);
+    }
+    for (const auto& [k, v] : d.header.versions) values["version " + k][v].Add(d.rank);
+    for (const auto& [k, v] : d.info) {
+      if (!IsPerRankSetting(k)) values["info " + k][v].Add(d.rank);
+    }
+  }
+  Finding f = Make(FindingKind::kConfig);
+  RankSet odd;
+  nlohmann::json differing = nlohmann::json::array();
+  for (auto& [key, by_value] : values) {
+    RankSet have;
+    for (auto& [v, ranks] : by_value) have.Merge(ranks);
+    if (have.Count() < all.Count() && key.rfind("env ", 0) == 0) {
+      RankSet unset;
+      for (int32_t r : all.ToVector()) {
+        if (!have.Has(r)) unset.Add(r);
+      }
+      by_value["<unset>"] = unset;
+    }
+    if (by_value.size() < 2) continue;
+    std::vector<std::pair<std::string, RankSet>> sorted(by_value.begin(), by_value.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      size_t na = a.second.Count(), nb = b.second.Count();
+      return na != nb ? na > nb : a.second.First() < b.second.First();
+    });
+    std::string line = key.substr(key.find(' ') + 1) + ":";
+    nlohmann::json j = {{"source", key.substr(0, key.find(' '))}, {"key", key.substr(key.find(' ') + 1)}, {"values", nlohmann::json::array()}};
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      line += (i ? "; " : " ") + Ranks(sorted[i].second) + " '" + sorted[i].first + "'";
+      if (i > 0) odd.Merge(sorted[i].second);
+      j["values"].push_back({{"value", sorted[i].first}, {"ranks", sorted[i].second.ToVector()}});
+    }
+    f.details.push_back(line);
+    differing.push_back(j);
+  }
+  if (differing.empty()) return;
+  f.ranks = odd.ToVector();
+  f.title = "configuration differs across ranks: " + std::to_string(differing.size()) + " setting" +
+            (differing.size() == 1 ? "" : "s") + " (" + Ranks(odd) + " differ from the rest)";
+  f.data["settings"] = differing;
+  out->push_back({std::move(f), 0, job.start_realtime_ns});
+}
+
+// ---------------------------------------------------------------------------
+// Stragglers: the last rank to arrive, consistently and by a margin.
+
+void CheckStragglers(const JobView& job, std::vector<RankedFinding>* out) {
+  const CheckOptions& o = job.options;
+  std::unordered_map<int32_t, std::vector<int64_t>> margins;
+  for (const CollKey& key : job.collectives.SortedKeys()) {
+    const CollSummary& s = *job.collectives.Find(key.comm, key.seq);
+    if (!s.blocking || s.timed < 2 || s.sigs.size() != 1 || s.min2_ns == INT64_MAX) continue;
+    const auto& members = job.lineage.Members(key.comm);
+    if (members.size() < 2 || s.timed != members.size()) continue;
+    margins[s.min1_rank].push_back(s.min2_ns - s.min1_ns);
+  }
+  int64_t span = std::max<int64_t>(1, job.end_realtime_ns - job.start_realtime_ns);
+  for (auto& [rank, m] : margins) {
+    const RankDigest* d = job.Rank(rank);
+    if (d == nullptr) continue;
+    uint64_t n = d->blocking_done;
+    if (m.size() < static_cast<size_t>(o.straggler_min_samples) ||
+        static_cast<double>(m.size()) < o.straggler_fraction * static_cast<double>(n)) {
+      continue;
+    }
+    std::sort(m.begin(), m.end());
+    int64_t median = m[m.size() / 2];
+    int64_t total = 0;
+    for (int64_t x : m) total += x;
+    double share = static_cast<double>(total) / static_cast<double>(span);
+    if (median < o.straggler_min_margin_ns || share < o.straggler_min_share) continue;
+    Finding f = Make(FindingKind::kStraggler);
+    f.ranks = {rank};
+    char pct[16];
+    std::snprintf(pct, sizeof(pct), "%.0f%%", share * 100);
+    f.title = "rank " + std::to_string(rank) + " is the last to arrive at " + std::to_string(m.size()) + " of its " +
+              std::to_string(n) + " blocking collectives; the others wait for it " + HumanDuration(median) +
+              " each (median), " + HumanDuration(total) + " in all (" + pct + " of the run)";
+    f.data["last_arrivals"] = m.size();
+    f.data["collectives"] = n;
+    f.data["median_wait_ns"] = median;
+    f.data["total_wait_ns"] = total;
+    f.data["share"] = share;
+    f.details.push_back("host " + d->header.host);
+    out->push_back({std::move(f), share, job.start_realtime_ns});
+  }
+}
+
+}  // namespace replay::analysis

@@ -1,0 +1,105 @@
+// collective_index.h: every collective of a job, matched across ranks by
+// (communicator identity, sequence number), as compact summaries.
+//
+// Ranks are merged one at a time, in any order; a summary holds sets of ranks
+// and the few distinct values seen (signatures, output fingerprints, which
+// collective came before), never one record per rank, so the index grows with
+// the collectives of the job and not with its ranks times its events. The
+// result does not depend on the order ranks were merged in.
+//
+// Not synchronised: the caller serialises Merge calls; reads after the last
+// Merge may come from any thread.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/rank_digest.h"
+#include "analysis/rank_set.h"
+
+namespace replay::analysis {
+
+struct CollKey {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  bool operator==(const CollKey&) const = default;
+};
+
+// Ranks that called one collective the same way.
+struct SigGroup {
+  CollSignature sig;
+  uint64_t hash = 0;
+  RankSet ranks;
+  RankSet changed;             // ranks whose call site did something else last time
+  int32_t first_rank = std::numeric_limits<int32_t>::max();
+  std::string api;             // as the first rank named it
+  uint64_t call_site = 0;      // on the first rank
+};
+
+struct OutGroup {
+  uint64_t hash = 0;
+  RankSet ranks;
+};
+
+// Ranks whose previous blocking collective on another communicator was (comm, seq).
+struct PredClaim {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  RankSet ranks;
+};
+
+struct CollSummary {
+  std::vector<SigGroup> sigs;  // one in a healthy job
+  RankSet stuck;               // entered and never got out
+  RankSet in_progress;         // live: entered, not (yet) stuck
+  RankSet pending;             // non-blocking, not completed, not waited for
+  std::vector<OutGroup> outs;  // output fingerprints, where outputs must agree
+  std::vector<PredClaim> preds;
+  bool blocking = false;       // some rank called it blocking
+  int64_t first_enter_abs = std::numeric_limits<int64_t>::max();
+  int32_t first_rank = -1;
+  int64_t last_enter_abs = std::numeric_limits<int64_t>::min();
+  // Time spent inside the call by the two ranks that spent least: the last
+  // to arrive spends least, and the gap is how long it kept the others.
+  int64_t min1_ns = std::numeric_limits<int64_t>::max();
+  int64_t min2_ns = std::numeric_limits<int64_t>::max();
+  int32_t min1_rank = -1;
+  uint32_t timed = 0;          // ranks with a duration
+
+  RankSet Entered() const;
+  size_t EnteredCount() const;
+};
+
+// Whether ranks must all receive the same bytes from a collective of `kind`.
+bool OutputsMustAgree(OpKind kind);
+
+class CollectiveIndex {
+ public:
+  // Takes `d.collectives` (leaving it empty).
+  void Merge(RankDigest& d);
+
+  // Null when no rank entered (comm, seq).
+  const CollSummary* Find(uint64_t comm, uint64_t seq) const;
+  // Every collective some rank entered, by communicator identity, then seq.
+  std::vector<CollKey> SortedKeys() const;
+  size_t size() const { return count_; }
+
+ private:
+  // Sequence numbers are dense from 1 on each communicator: a vector per
+  // communicator indexed by seq - 1 is both smaller and faster than a hash of
+  // (comm, seq). Numbers far beyond the last one (a damaged trace) go aside.
+  struct PerComm {
+    std::vector<CollSummary> by_seq;
+    std::unordered_map<uint64_t, CollSummary> far;
+  };
+  static constexpr uint64_t kMaxGap = 1u << 20;
+  CollSummary& At(uint64_t comm, uint64_t seq);
+
+  std::unordered_map<uint64_t, PerComm> comms_;
+  size_t count_ = 0;
+};
+
+}  // namespace replay::analysis

@@ -1,0 +1,532 @@
+#include "analysis/rank_digest.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "util/hash.h"
+
+namespace replay::analysis {
+namespace {
+
+uint64_t HashString(std::string_view s) { return Hash64(s.data(), s.size(), 0x5a17); }
+
+uint64_t HashCounts(const std::vector<int64_t>& list) {
+  return list.empty() ? 0 : Hash64(list.data(), list.size() * sizeof(int64_t));
+}
+
+// What must agree across ranks, per kind (see CollSignature). MPI matches
+// collectives by type signature, so a count in a derived type is compared as
+// bytes by the checker; both are kept here.
+CollSignature Signature(const OpEvent& op, const std::vector<int64_t>& list, uint64_t api_hash) {
+  CollSignature s;
+  s.kind = op.kind;
+  s.nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+  auto with_type = [&] {
+    s.dtype = op.dtype;
+    s.count = op.count;
+    s.bytes = op.bytes;
+  };
+  switch (op.kind) {
+    case OpKind::kBarrier:
+    case OpKind::kCommFree:
+      break;
+    case OpKind::kCommCreate:
+      s.api = api_hash;
+      break;
+    case OpKind::kBcast:
+      with_type();
+      s.root = op.root;
+      break;
+    case OpKind::kReduce:
+      with_type();
+      s.redop = op.redop;
+      s.root = op.root;
+      break;
+    case OpKind::kAllreduce:
+    case OpKind::kScan:
+    case OpKind::kExscan:
+    case OpKind::kReduceScatterBlock:
+      with_type();
+      s.redop = op.redop;
+      break;
+    case OpKind::kReduceScatter:
+      with_type();
+      s.redop = op.redop;
+      s.counts_hash = HashCounts(list);
+      break;
+    case OpKind::kGather:
+      with_type();
+      s.root = op.root;
+      break;
+    case OpKind::kGatherv:
+      s.dtype = op.dtype;
+      s.root = op.root;
+      break;
+    case OpKind::kAllgather:
+    case OpKind::kAlltoall:
+      with_type();
+      s.recv_count = op.recv_count;
+      break;
+    case OpKind::kAllgatherv:
+      s.dtype = op.dtype;
+      s.counts_hash = HashCounts(list);
+      break;
+    case OpKind::kScatter:
+      s.recv_count = op.recv_count;
+      s.recv_dtype = op.recv_dtype;
+      s.root = op.root;
+      break;
+    case OpKind::kScatterv:
+      s.recv_dtype = op.recv_dtype;
+      s.root = op.root;
+      break;
+    case OpKind::kAlltoallv:
+      s.dtype = op.dtype;
+      break;
+    default:  // alltoallw, neighbourhood collectives: the kind alone
+      break;
+  }
+  return s;
+}
+
+// A key for "the same call in the program" that survives address-space
+// randomisation: the module-relative call site and the API.
+class SiteKeys {
+ public:
+  explicit SiteKeys(const RankHeader& header) {
+    for (const Module& m : header.modules) mods_.push_back({m.base, m.size, HashString(m.path)});
+    std::sort(mods_.begin(), mods_.end(), [](const Mod& a, const Mod& b) { return a.base < b.base; });
+    api_hash_.resize(header.api_names.size());
+    for (size_t i = 0; i < header.api_names.size(); ++i) api_hash_[i] = HashString(header.api_names[i]);
+  }
+  uint64_t Api(uint16_t api) const { return api < api_hash_.size() ? api_hash_[api] : api; }
+  uint64_t Key(const Event& e, OpKind kind, uint16_t api) const {
+    uint64_t site = 0;
+    if (e.call_site != 0) {
+      auto it = std::upper_bound(mods_.begin(), mods_.end(), e.call_site,
+                                 [](uint64_t a, const Mod& m) { return a < m.base; });
+      if (it != mods_.begin() && e.call_site - (it - 1)->base < (it - 1)->size) {
+        site = HashCombine((it - 1)->path_hash, e.call_site - (it - 1)->base);
+      } else {
+        site = e.call_site;
+      }
+    }
+    return HashCombine(HashCombine(site, Api(api)), static_cast<uint64_t>(kind));
+  }
+
+ private:
+  struct Mod {
+    uint64_t base, size, path_hash;
+  };
+  std::vector<Mod> mods_;
+  std::vector<uint64_t> api_hash_;
+};
+
+constexpr size_t kRecentTransitions = 8;
+
+// What a pending request is.
+struct Pending {
+  int64_t coll = -1;  // index into collectives, or -1 for point-to-point
+  OpenCall call;
+};
+
+class Scanner {
+ public:
+  Scanner(const RankReader& reader, const DigestOptions& options, RankDigest* d)
+      : reader_(reader), options_(options), d_(*d), sites_(reader.header()) {}
+
+  void Run() {
+    for (const Event& e : reader_.events()) Visit(e);
+    Finish();
+  }
+
+ private:
+  struct CommInfo {
+    int32_t size = 0;
+    int32_t rank = -1;
+    std::vector<int32_t> members;
+  };
+  struct Thread {
+    const Event* open = nullptr;  // an op awaiting its return
+    int64_t coll = -1;            // its collective entry, if it is a blocking one
+    uint64_t last_comm = 0, last_seq = 0;    // its last blocking collective
+    uint64_t other_comm = 0, other_seq = 0;  // the last one before on another communicator
+  };
+
+  // Consecutive calls are mostly on one communicator: the last lookup is kept.
+  const CommInfo* Comm(uint64_t id) const {
+    if (id == cached_comm_id_ && cached_comm_ != nullptr) return cached_comm_;
+    auto it = comms_.find(id);
+    if (it == comms_.end()) return nullptr;
+    cached_comm_id_ = id;
+    cached_comm_ = &it->second;
+    return cached_comm_;
+  }
+  Thread& ThreadOf(uint32_t thread) {
+    if (cached_thread_ == nullptr || thread != cached_thread_id_) {
+      cached_thread_id_ = thread;
+      cached_thread_ = &threads_[thread];
+    }
+    return *cached_thread_;
+  }
+  // World rank of `peer` (a rank in `comm`); the comm rank itself when the
+  // communicator's members are unknown.
+  int32_t World(uint64_t comm, int32_t peer) const {
+    if (peer < 0) return peer;
+    const CommInfo* c = Comm(comm);
+    if (c == nullptr || static_cast<size_t>(peer) >= c->members.size()) return peer;
+    return c->members[static_cast<size_t>(peer)];
+  }
+  P2pChannel& Channel(uint64_t comm, int32_t peer, bool send) {
+    uint64_t key = HashCombine(HashCombine(comm, static_cast<uint64_t>(static_cast<uint32_t>(peer))), send);
+    auto [it, inserted] = channel_index_.emplace(key, d_.channels.size());
+    if (inserted) {
+      P2pChannel ch;
+      ch.comm = comm;
+      ch.peer = peer;
+      ch.send = send;
+      d_.channels.push_back(std::move(ch));
+    }
+    return d_.channels[it->second];
+  }
+  void CountMessage(uint64_t comm, int32_t world_peer, bool send, uint64_t peer_seq, int32_t tag) {
+    if (world_peer < 0) return;
+    P2pChannel& ch = Channel(comm, world_peer, send);
+    ch.count = std::max(ch.count + (peer_seq == 0 ? 1 : 0), peer_seq);
+    ++ch.by_tag[tag];
+  }
+
+  OpenCall CallOf(const Event& e) const {
+    const OpEvent& op = e.op;
+    OpenCall c;
+    c.api = op.api;
+    c.kind = op.kind;
+    c.comm = op.comm;
+    c.seq = op.seq;
+    c.peer = op.peer == kAnySource ? kAnySource : World(op.comm, op.peer);
+    c.tag = op.tag;
+    c.peer_seq = op.peer_seq;
+    c.nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+    c.is_send = op.kind == OpKind::kSend || op.kind == OpKind::kSendrecv;
+    c.enter_ns = e.time_ns;
+    c.call_site = e.call_site;
+    return c;
+  }
+
+  void NoteTransition(const Event& e) {
+    uint64_t key = sites_.Key(e, e.op.kind, e.op.api);
+    if (have_prev_key_) {
+      uint64_t t = HashCombine(prev_key_, key);
+      ++d_.transitions[t];
+      recent_[recent_count_++ % kRecentTransitions] = t;
+    }
+    prev_key_ = key;
+    have_prev_key_ = true;
+  }
+
+  void Visit(const Event& e) {
+    switch (e.kind) {
+      case EventKind::kOp: OnOp(e); break;
+      case EventKind::kReturn: OnReturn(e); break;
+      case EventKind::kCompletion: OnCompletion(e); break;
+      case EventKind::kCommCreate: OnCommCreate(e); break;
+      case EventKind::kError: OnError(e); break;
+      case EventKind::kSignal:
+        if (e.signal.fatal && d_.fatal_signal == 0) {
+          d_.fatal_signal = e.signal.signo;
+          d_.signal_address = e.signal.address;
+          d_.signal_ns = e.time_ns;
+        }
+        break;
+      case EventKind::kMark:
+        d_.last_mark = e.text + "=" + std::to_string(e.mark.value);
+        break;
+      case EventKind::kInfo:
+        if (e.info_key().substr(0, 4) == "mpi.") {
+          d_.info.emplace_back(std::string(e.info_key()), std::string(e.info_value()));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  void OnOp(const Event& e) {
+    const OpEvent& op = e.op;
+    NoteTransition(e);
+    Thread& t = ThreadOf(e.thread);
+    t.open = &e;
+    t.coll = -1;
+    d_.last_call = CallOf(e);
+    d_.last_call_returned = false;
+    if (op.kind == OpKind::kAbort) d_.aborted = true;
+    const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+
+    if ((op.send_nan != 0 || op.send_inf != 0) && (op.flags & op_flags::kHasSendHash) != 0 &&
+        !received_nan_ && !d_.nan_origin) {
+      NanOrigin n;
+      n.comm = op.comm;
+      n.seq = IsCollective(op.kind) ? op.seq : 0;
+      n.peer = IsCollective(op.kind) ? kNoPeer : World(op.comm, op.peer);
+      n.api = op.api;
+      n.nan = op.send_nan;
+      n.inf = op.send_inf;
+      n.time_ns = e.time_ns;
+      n.call_site = e.call_site;
+      n.mark = d_.last_mark;
+      d_.nan_origin = n;
+    }
+
+    if (IsCollective(op.kind) && op.comm != 0 && op.seq != 0) {
+      CollEntry c;
+      c.comm = op.comm;
+      c.seq = op.seq;
+      c.sig = Signature(op, e.list, sites_.Api(op.api));
+      c.sig_hash = HashSignature(c.sig);
+      uint64_t site = e.call_site != 0 ? e.call_site : sites_.Api(op.api);
+      auto [it, fresh] = last_sig_at_site_.try_emplace(HashCombine(site, op.comm), c.sig_hash);
+      c.sig_changed = !fresh && it->second != c.sig_hash;
+      it->second = c.sig_hash;
+      c.blocking = !nonblocking;
+      c.state = CallState::kPending;
+      c.api = op.api;
+      c.call_site = e.call_site;
+      c.enter_ns = e.time_ns;
+      if (op.kind == OpKind::kBcast && (op.flags & op_flags::kHasSendHash) != 0) {
+        const CommInfo* ci = Comm(op.comm);
+        if (ci != nullptr && ci->rank == op.root) {
+          c.has_out = true;
+          c.out_hash = op.send_hash;
+        }
+      }
+      const CommInfo* ci = Comm(op.comm);
+      const bool shared = ci == nullptr || ci->size != 1;
+      if (!nonblocking && shared) {
+        // The most recent blocking collective of this thread on another
+        // communicator: what the order check compares across ranks.
+        if (op.comm != t.last_comm) {
+          c.prev_comm = t.last_comm;
+          c.prev_seq = t.last_seq;
+          t.other_comm = t.last_comm;
+          t.other_seq = t.last_seq;
+        } else {
+          c.prev_comm = t.other_comm;
+          c.prev_seq = t.other_seq;
+        }
+        t.last_comm = op.comm;
+        t.last_seq = op.seq;
+      }
+      uint64_t& last = d_.last_seq[op.comm];
+      last = std::max(last, op.seq);
+      int64_t index = static_cast<int64_t>(d_.collectives.size());
+      d_.collectives.push_back(c);
+      if (nonblocking && op.request != 0) {
+        requests_[op.request] = Pending{index, CallOf(e)};
+      } else {
+        t.coll = index;
+      }
+      return;
+    }
+
+    switch (op.kind) {
+      case OpKind::kSend:
+      case OpKind::kSendrecv:
+        if (op.peer >= 0) CountMessage(op.comm, World(op.comm, op.peer), true, op.peer_seq, op.tag);
+        if (nonblocking && op.request != 0) requests_[op.request] = Pending{-1, CallOf(e)};
+        break;
+      case OpKind::kRecv:
+      case OpKind::kMrecv:
+        if (nonblocking && op.request != 0) requests_[op.request] = Pending{-1, CallOf(e)};
+        break;
+      default:
+        break;
+    }
+  }
+
+  // A receive matched: count it on its channel.
+  void Received(uint64_t comm, int32_t source, uint64_t peer_seq, int32_t tag) {
+    if (source < 0) return;
+    CountMessage(comm, World(comm, source), false, peer_seq, tag);
+  }
+
+  void OnReturn(const Event& e) {
+    const ReturnEvent& r = e.ret;
+    if (r.recv_nan != 0 || r.recv_inf != 0) received_nan_ = true;
+    d_.last_call_returned = true;
+    Thread& t = ThreadOf(e.thread);
+    if (t.open == nullptr) return;
+    const Event& op_event = *t.open;
+    const OpEvent& op = op_event.op;
+    t.open = nullptr;
+    if (t.coll >= 0) {
+      CollEntry& c = d_.collectives[static_cast<size_t>(t.coll)];
+      t.coll = -1;
+      c.state = CallState::kDone;
+      c.done_ns = e.time_ns;
+      const CommInfo* ci = Comm(c.comm);
+      if (ci == nullptr || ci->size != 1) ++d_.blocking_done;
+      if ((r.flags & op_flags::kHasRecvHash) != 0) {
+        c.has_out = true;
+        c.out_hash = r.recv_hash;
+      }
+      return;
+    }
+    if (r.rc != 0) return;
+    if ((op.flags & op_flags::kNonBlocking) != 0) return;
+    if (op.kind == OpKind::kRecv || op.kind == OpKind::kMrecv) {
+      Received(op.comm, r.source, r.peer_seq, r.tag);
+    } else if (op.kind == OpKind::kSendrecv && op.recv_peer != kProcNull) {
+      Received(op.comm, r.source, r.peer_seq, r.tag);
+    }
+  }
+
+  void OnCompletion(const Event& e) {
+    const CompletionEvent& c = e.completion;
+    if (c.recv_nan != 0 || c.recv_inf != 0) received_nan_ = true;
+    auto it = requests_.find(c.request);
+    if (it == requests_.end()) return;
+    Pending p = it->second;
+    requests_.erase(it);
+    if (p.coll >= 0) {
+      CollEntry& entry = d_.collectives[static_cast<size_t>(p.coll)];
+      entry.state = CallState::kDone;
+      entry.done_ns = e.time_ns;
+      if ((c.flags & op_flags::kHasRecvHash) != 0) {
+        entry.has_out = true;
+        entry.out_hash = c.recv_hash;
+      }
+      return;
+    }
+    if (!p.call.is_send && !c.cancelled && c.rc == 0) Received(p.call.comm, c.source, c.peer_seq, c.tag);
+  }
+
+  void OnCommCreate(const Event& e) {
+    const CommCreateEvent& cc = e.comm_create;
+    CommRecord r;
+    r.id = cc.comm;
+    r.parent = cc.parent;
+    r.api = reader_.header().ApiName(cc.api);
+    r.parent_seq = cc.parent_seq;
+    r.color = cc.color;
+    r.key = cc.key;
+    r.size = cc.size;
+    r.rank = cc.rank;
+    r.flags = cc.flags;
+    r.device = cc.device;
+    r.members.assign(e.list.begin(), e.list.end());
+    comms_[cc.comm] = CommInfo{cc.size, cc.rank, r.members};
+    cached_comm_ = nullptr;
+    d_.comms.push_back(std::move(r));
+  }
+
+  void OnError(const Event& e) {
+    ErrorRecord r;
+    r.source = e.error.source;
+    r.code = e.error.code;
+    r.comm = e.error.comm;
+    r.message = e.text;
+    r.time_ns = e.time_ns;
+    r.call_site = e.call_site;
+    r.after = d_.last_call;
+    d_.errors.push_back(std::move(r));
+  }
+
+  // Whether a call entered at `enter_ns` and never left counts as stuck: it
+  // stayed in progress for at least the minimum wait, until now (a running
+  // rank), its death or its trace's close. A rank killed without a trace of
+  // when (SIGKILL) was stuck for all we know.
+  bool Stuck(int64_t enter_ns) const {
+    int64_t until = -1;
+    if (d_.status == RankStatus::kRunning) {
+      until = options_.now_realtime_ns;
+    } else if (d_.fatal_signal != 0) {
+      until = d_.Abs(d_.signal_ns);
+    } else if (d_.header.close_realtime_ns > 0) {
+      until = d_.header.close_realtime_ns;
+    }
+    return until < 0 || until - d_.Abs(enter_ns) >= options_.min_wait_ns;
+  }
+
+  void Finish() {
+    for (size_t i = recent_count_ > kRecentTransitions ? recent_count_ - kRecentTransitions : 0; i < recent_count_; ++i) {
+      d_.recent_transitions.push_back(recent_[i % kRecentTransitions]);
+    }
+    for (auto& [thread, t] : threads_) {
+      if (t.open == nullptr) continue;
+      const Event& e = *t.open;
+      if (e.op.kind == OpKind::kAbort) continue;
+      BlockedCall b;
+      b.call = CallOf(e);
+      b.stuck = Stuck(e.time_ns);
+      CallState state = b.stuck ? CallState::kStuck : CallState::kInProgress;
+      if (t.coll >= 0) d_.collectives[static_cast<size_t>(t.coll)].state = state;
+      if (e.op.kind == OpKind::kWait) {
+        for (int64_t id : e.list) {
+          auto it = requests_.find(static_cast<uint64_t>(id));
+          if (it == requests_.end()) continue;
+          b.waits_for.push_back(it->second.call);
+          if (it->second.coll >= 0) d_.collectives[static_cast<size_t>(it->second.coll)].state = state;
+        }
+      }
+      d_.blocked.push_back(std::move(b));
+    }
+    std::sort(d_.blocked.begin(), d_.blocked.end(),
+              [](const BlockedCall& a, const BlockedCall& b) { return a.call.enter_ns < b.call.enter_ns; });
+  }
+
+  const RankReader& reader_;
+  const DigestOptions& options_;
+  RankDigest& d_;
+  SiteKeys sites_;
+  std::unordered_map<uint32_t, Thread> threads_;
+  std::unordered_map<uint64_t, Pending> requests_;
+  std::unordered_map<uint64_t, CommInfo> comms_;
+  mutable uint64_t cached_comm_id_ = 0;
+  mutable const CommInfo* cached_comm_ = nullptr;
+  uint32_t cached_thread_id_ = 0;
+  Thread* cached_thread_ = nullptr;
+  std::unordered_map<uint64_t, size_t> channel_index_;
+  std::unordered_map<uint64_t, uint64_t> last_sig_at_site_;
+  uint64_t prev_key_ = 0;
+  bool have_prev_key_ = false;
+  uint64_t recent_[kRecentTransitions] = {};
+  size_t recent_count_ = 0;
+  bool received_nan_ = false;
+};
+
+}  // namespace
+
+uint64_t HashSignature(const CollSignature& s) {
+  uint64_t parts[] = {static_cast<uint64_t>(s.kind) | static_cast<uint64_t>(s.nonblocking) << 16 |
+                          static_cast<uint64_t>(s.dtype) << 24 | static_cast<uint64_t>(s.redop) << 32 |
+                          static_cast<uint64_t>(s.recv_dtype) << 40,
+                      static_cast<uint64_t>(static_cast<uint32_t>(s.root)),
+                      static_cast<uint64_t>(s.count),
+                      static_cast<uint64_t>(s.recv_count),
+                      s.bytes,
+                      s.counts_hash,
+                      s.api};
+  return Hash64(parts, sizeof(parts));
+}
+
+RankDigest DigestRank(const RankReader& reader, const DigestOptions& options) {
+  RankDigest d;
+  d.rank = reader.rank();
+  d.dir = reader.dir();
+  d.status = reader.status();
+  d.header = reader.header();
+  d.events = reader.events().size();
+  d.dropped = reader.stats().dropped;
+  d.missing = reader.stats().missing;
+  if (!reader.events().empty()) {
+    d.first_ns = reader.events().front().time_ns;
+    d.last_ns = reader.events().back().time_ns;
+  }
+  d.collectives.reserve(reader.events().size() / 2);
+  Scanner scanner(reader, options, &d);
+  scanner.Run();
+  return d;
+}
+
+}  // namespace replay::analysis

@@ -1,0 +1,192 @@
+// rank_digest.h: one pass over one rank's events, keeping only what the
+// cross-rank checks need.
+//
+// DigestRank walks a rank's events once, in index order, pairing each call
+// (`op`) with its return on the same thread and each non-blocking request with
+// its completion, and produces a RankDigest: one compact CollEntry per
+// collective the rank entered, its point-to-point channel counts, the
+// communicators it saw created, the calls it was still inside when its trace
+// ends, and the facts the other checks use (errors, signals, the first NaN it
+// sent, its configuration). The rank's events can be dropped afterwards; the
+// digest holds no pointer into them.
+//
+// A digest is a plain value, built by one thread and read by any.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "replay/event.h"
+#include "replay/trace_header.h"
+#include "replay/trace_reader.h"
+
+namespace replay::analysis {
+
+// The arguments ranks must agree on for one collective, with the fields that
+// may legitimately differ between ranks (a scatter's send count off the root,
+// an allgatherv's own count) zeroed for the op's kind.
+struct CollSignature {
+  OpKind kind = OpKind::kOther;
+  bool nonblocking = false;
+  DataType dtype = DataType::kUnknown;
+  RedOp redop = RedOp::kNone;
+  DataType recv_dtype = DataType::kUnknown;
+  int32_t root = -1;
+  int64_t count = 0;
+  int64_t recv_count = 0;
+  uint64_t bytes = 0;
+  uint64_t counts_hash = 0;  // per-rank counts every rank passes alike
+  uint64_t api = 0;          // hash of the API name: dup and split must not match
+  bool operator==(const CollSignature&) const = default;
+};
+uint64_t HashSignature(const CollSignature& sig);
+
+// The result of one collective on one rank.
+enum class CallState : uint8_t {
+  kDone,        // returned (blocking) or completed (non-blocking)
+  kStuck,       // the rank is inside it, or inside a wait for it, and never got out
+  kInProgress,  // as kStuck, but for less than the minimum wait
+  kPending,     // non-blocking, never completed, and the rank is not waiting for it
+};
+
+struct CollEntry {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  CollSignature sig;
+  uint64_t sig_hash = 0;
+  // The signature differs from this rank's previous call from the same call
+  // site: the likelier culprit of a tie.
+  bool sig_changed = false;
+  CallState state = CallState::kDone;
+  bool blocking = true;
+  bool has_out = false;
+  uint64_t out_hash = 0;      // received fingerprint (a bcast root: what it sent)
+  uint16_t api = 0;           // index into the rank's API table
+  uint64_t call_site = 0;
+  int64_t enter_ns = 0;       // rank-relative time of the call
+  int64_t done_ns = -1;       // return or completion; -1 never
+  // The previous blocking collective of this rank on another communicator
+  // (with two or more members): the order checks compare it across ranks.
+  uint64_t prev_comm = 0;
+  uint64_t prev_seq = 0;
+};
+
+// A communicator as one member saw it created.
+struct CommRecord {
+  uint64_t id = 0;
+  uint64_t parent = 0;
+  std::string api;
+  uint64_t parent_seq = 0;
+  int64_t color = 0;
+  int64_t key = 0;
+  int32_t size = 0;
+  int32_t rank = -1;
+  uint16_t flags = 0;
+  int32_t device = -1;
+  std::vector<int32_t> members;  // world ranks
+};
+
+// Messages between this rank and one peer on one communicator, one direction.
+struct P2pChannel {
+  uint64_t comm = 0;
+  int32_t peer = -1;      // world rank of the other side (comm rank if unknown)
+  bool send = true;       // this rank sends (false: receives)
+  uint64_t count = 0;     // messages sent / matched receives
+  std::unordered_map<int32_t, uint64_t> by_tag;  // the same, per (matched) tag
+};
+
+// A call the rank is inside of when its trace ends (or a request it waits for).
+struct OpenCall {
+  uint16_t api = 0;
+  OpKind kind = OpKind::kOther;
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  int32_t peer = kNoPeer;     // world rank for point-to-point; kAnySource
+  int32_t tag = 0;
+  uint64_t peer_seq = 0;      // the message number it expects or sends
+  bool nonblocking = false;
+  bool is_send = false;
+  int64_t enter_ns = 0;
+  uint64_t call_site = 0;
+};
+
+struct BlockedCall {
+  OpenCall call;                  // the call the thread is inside
+  std::vector<OpenCall> waits_for;  // a wait's incomplete requests
+  bool stuck = true;              // false: in progress for less than the minimum wait
+};
+
+struct ErrorRecord {
+  ErrorSource source = ErrorSource::kMpi;
+  int32_t code = 0;
+  uint64_t comm = 0;
+  std::string message;
+  int64_t time_ns = 0;
+  uint64_t call_site = 0;
+  std::optional<OpenCall> after;  // the call it followed
+};
+
+struct NanOrigin {
+  uint64_t comm = 0;
+  uint64_t seq = 0;           // 0 for point-to-point
+  int32_t peer = kNoPeer;     // point-to-point: world rank sent to
+  uint16_t api = 0;
+  uint32_t nan = 0;
+  uint32_t inf = 0;
+  int64_t time_ns = 0;
+  uint64_t call_site = 0;
+  std::string mark;           // the last mark before it, "checkpoint=4"
+};
+
+struct RankDigest {
+  int32_t rank = -1;
+  std::string dir;
+  RankStatus status = RankStatus::kSalvaged;
+  RankHeader header;
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+  uint64_t missing = 0;
+  int64_t first_ns = 0, last_ns = 0;  // rank-relative times of its first and last event
+
+  std::vector<CollEntry> collectives;   // moved out when merged
+  uint64_t blocking_done = 0;           // blocking collectives on shared communicators it finished
+  std::vector<CommRecord> comms;
+  std::vector<P2pChannel> channels;
+  std::unordered_map<uint64_t, uint64_t> last_seq;  // comm -> highest seq entered
+  std::vector<BlockedCall> blocked;     // one per thread inside a call
+  std::optional<OpenCall> last_call;    // the last call it made
+  bool last_call_returned = true;
+  int fatal_signal = 0;
+  uint64_t signal_address = 0;
+  int64_t signal_ns = 0;
+  std::vector<ErrorRecord> errors;
+  bool aborted = false;
+  std::optional<NanOrigin> nan_origin;
+  std::string last_mark;
+
+  // Control flow: how often each pair of consecutive calls (by call site and
+  // API) occurred, and the pairs among this rank's last calls.
+  std::unordered_map<uint64_t, uint32_t> transitions;
+  std::vector<uint64_t> recent_transitions;
+
+  std::vector<std::pair<std::string, std::string>> info;  // mpi.* facts
+
+  // Absolute wall-clock time of a rank-relative time.
+  int64_t Abs(int64_t rank_ns) const { return header.start_realtime_ns + rank_ns; }
+  // The API name of index `api`.
+  std::string Api(uint16_t api) const { return header.ApiName(api); }
+};
+
+struct DigestOptions {
+  int64_t now_realtime_ns = 0;  // the wall clock at the start of the check
+  // A call in progress for less (until now, the rank's death or its trace's
+  // close) is not stuck: a job stopped while healthy is not a hang.
+  int64_t min_wait_ns = 0;
+};
+
+RankDigest DigestRank(const RankReader& reader, const DigestOptions& options);
+
+}  // namespace replay::analysis

@@ -1,0 +1,110 @@
+#include "record/fingerprint.h"
+
+#include <algorithm>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "record/fingerprint_impl.h"
+
+#include <cstring>
+
+namespace replay {
+namespace {
+
+struct Kernels {
+  uint64_t (*hash)(const void*, size_t, uint64_t);
+  void (*nonfinite32)(const void*, size_t, uint32_t*, uint32_t*);
+  void (*nonfinite64)(const void*, size_t, uint32_t*, uint32_t*);
+};
+
+const Kernels& Pick() {
+  static const Kernels k = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+      return Kernels{internal::HashAvx2, internal::NonFinite32Avx2, internal::NonFinite64Avx2};
+    }
+    return Kernels{internal::HashGeneric, internal::NonFinite32Generic, internal::NonFinite64Generic};
+  }();
+  return k;
+}
+
+// Half-precision formats on 16-bit words.
+void NonFinite16(const void* data, size_t count, uint16_t exp_mask, uint16_t man_mask,
+                 uint32_t* nan, uint32_t* inf) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t k = 0; k < count; ++k) {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * k, 2);
+    if ((v & exp_mask) == exp_mask) ((v & man_mask) != 0 ? *nan : *inf) += 1;
+  }
+}
+
+// Element size for NaN counting; 0 when the type has no NaN.
+size_t FloatWidth(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kFloat32:
+    case DataType::kComplex64: return 4;
+    case DataType::kFloat64:
+    case DataType::kComplex128: return 8;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool IsFloating(DataType type) { return FloatWidth(type) != 0; }
+
+void CountNonFinite(const void* data, size_t count, DataType type, uint32_t* nan, uint32_t* inf) {
+  if (data == nullptr || count == 0) return;
+  const Kernels& k = Pick();
+  switch (type) {
+    case DataType::kFloat32: k.nonfinite32(data, count, nan, inf); return;
+    case DataType::kComplex64: k.nonfinite32(data, count * 2, nan, inf); return;
+    case DataType::kFloat64: k.nonfinite64(data, count, nan, inf); return;
+    case DataType::kComplex128: k.nonfinite64(data, count * 2, nan, inf); return;
+    case DataType::kFloat16: NonFinite16(data, count, 0x7c00, 0x03ff, nan, inf); return;
+    case DataType::kBfloat16: NonFinite16(data, count, 0x7f80, 0x007f, nan, inf); return;
+    default: return;
+  }
+}
+
+Fingerprint FingerprintBuffer(const void* data, size_t bytes, DataType type,
+                              const FingerprintPolicy& policy) {
+  Fingerprint f;
+  if (data == nullptr || bytes == 0) {
+    f.hash = XXH3_64bits(nullptr, 0);
+    return f;
+  }
+  const Kernels& k = Pick();
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t width = FloatWidth(type);
+  size_t unit = type == DataType::kComplex64 || type == DataType::kComplex128 ? width * 2 : width;
+  if (bytes <= policy.hash_limit || policy.hash_limit == 0) {
+    f.hash = k.hash(p, bytes, 0);
+    if (width != 0) CountNonFinite(p, bytes / unit, type, &f.nan, &f.inf);
+    return f;
+  }
+  // A sample of `chunks` evenly spaced pieces, the first at 0 and the last at
+  // the end, seeded with the total size so that buffers differing only in
+  // length differ. Chunk boundaries fall on whole elements.
+  f.sampled = true;
+  const size_t chunks = 16;
+  size_t chunk = std::max<size_t>(policy.hash_limit / chunks, 64);
+  if (unit != 0) chunk -= chunk % unit;
+  XXH3_state_t state;
+  XXH3_64bits_reset_withSeed(&state, bytes);
+  for (size_t i = 0; i < chunks; ++i) {
+    size_t at = (bytes - chunk) * i / (chunks - 1);
+    if (unit != 0) at -= at % unit;
+    XXH3_64bits_update(&state, p + at, chunk);
+    if (width != 0 && !policy.scan_all) CountNonFinite(p + at, chunk / unit, type, &f.nan, &f.inf);
+  }
+  f.hash = XXH3_64bits_digest(&state);
+  if (width != 0 && policy.scan_all) CountNonFinite(p, bytes / unit, type, &f.nan, &f.inf);
+  return f;
+}
+
+}  // namespace replay

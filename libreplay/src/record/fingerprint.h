@@ -1,0 +1,42 @@
+// fingerprint.h: content fingerprints of communication buffers.
+//
+// A fingerprint is a 64-bit XXH3 hash of a buffer's bytes plus, for floating
+// types, how many elements are NaN and how many are infinite. Buffers up to
+// `hash_limit` bytes are hashed whole; larger ones through an evenly spaced
+// sample of `hash_limit` bytes (first and last bytes included), which bounds
+// the cost on the calling thread. NaN/Inf counts cover the whole buffer when
+// `scan_all` (so the first NaN is never missed), else the hashed bytes only.
+//
+// Stateless and thread-safe. Uses AVX2 where the CPU has it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "replay/event.h"
+
+namespace replay {
+
+struct Fingerprint {
+  uint64_t hash = 0;
+  uint32_t nan = 0;
+  uint32_t inf = 0;
+  bool sampled = false;  // the hash covers a sample of the buffer
+};
+
+struct FingerprintPolicy {
+  size_t hash_limit = 64 << 10;
+  bool scan_all = true;
+};
+
+// Counts NaN and infinite elements of `type` in `count` elements at `data`;
+// zero for non-floating types.
+void CountNonFinite(const void* data, size_t count, DataType type, uint32_t* nan, uint32_t* inf);
+
+Fingerprint FingerprintBuffer(const void* data, size_t bytes, DataType type,
+                              const FingerprintPolicy& policy);
+
+// Whether `type` is a floating type whose NaN/Inf can be counted.
+bool IsFloating(DataType type);
+
+}  // namespace replay

@@ -1,0 +1,206 @@
+// End-to-end: one rank of a recorded job re-run alone (`replay rerun --rank`).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "support/run.h"
+#include "support/temp_dir.h"
+
+namespace replay {
+namespace {
+
+using testing::Grep;
+using testing::Mpirun;
+using testing::MpiTrain;
+using testing::Replay;
+using testing::Run;
+using testing::RunResult;
+using testing::TempDir;
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Records the trainer at level data, from `dir`'s parent (so checkpoints land there).
+RunResult RecordTrainer(const TempDir& tmp, int ranks, const std::string& args) {
+  return Run("cd " + tmp.path() + " && " + Replay() + " record --level data -o " + (tmp / "t") + " -- " +
+             Mpirun(ranks) + " " + MpiTrain() + " " + args);
+}
+
+RunResult Rerun(const TempDir& tmp, int rank, const std::string& args, const std::string& options = "") {
+  return Run("cd " + tmp.path() + " && " + Replay() + " rerun " + (tmp / "t") + " --rank " + std::to_string(rank) +
+             " " + options + " -- " + MpiTrain() + " " + args);
+}
+
+TEST_CASE("rerun prints exactly the rank's recorded lines, bit for bit, for an unseeded run", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 6 --fault unseeded";
+  RunResult rec = RecordTrainer(tmp, 4, args);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  RunResult re = Rerun(tmp, 2, args);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "reproduced").size() == 1);
+  CHECK(Sorted(Grep(re.output, "rank 2 loss")) == Sorted(Grep(rec.output, "rank 2 loss")));
+  REQUIRE(Grep(re.output, "rank 2 final-params").size() == 1);
+  CHECK(Grep(re.output, "rank 2 final-params") == Grep(rec.output, "rank 2 final-params"));
+  // A second recording of the same unseeded job differs: the re-run is not luck.
+  TempDir other;
+  RunResult rec2 = RecordTrainer(other, 4, args);
+  CHECK(Grep(rec2.output, "rank 2 final-params") != Grep(rec.output, "rank 2 final-params"));
+}
+
+TEST_CASE("rerun reproduces a NaN at the recorded step", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 5 --fault nan:rank=3,step=2";
+  REQUIRE(RecordTrainer(tmp, 4, args).exit_code == 0);
+  RunResult re = Rerun(tmp, 1, args);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "step 2 rank 1 loss").size() == 1);
+  CHECK(Grep(re.output, "step 3 rank 1 loss nan").size() + Grep(re.output, "step 3 rank 1 loss -nan").size() == 1);
+}
+
+TEST_CASE("rerun of a crashed rank stops where it died", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 6 --fault crash:rank=1,step=3";
+  RecordTrainer(tmp, 2, args);
+  RunResult re = Rerun(tmp, 1, args);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "died of SIGSEGV").size() == 1);
+  CHECK(Grep(re.output, "where the recorded rank 1 died of the same signal").size() == 1);
+  CHECK(Grep(re.output, "step 3 rank 1").empty());
+}
+
+TEST_CASE("rerun of a hung rank stops in the call it never left", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 6 --fault hang:rank=1,step=3";
+  Run("cd " + tmp.path() + " && timeout -s TERM 10 " + Replay() + " record --level data -o " + (tmp / "t") +
+          " -- " + Mpirun(2) + " " + MpiTrain() + " " + args,
+      30);
+  RunResult re = Rerun(tmp, 0, args);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "MPI_Allreduce").size() >= 1);
+  CHECK(Grep(re.output, "never returned from").size() >= 1);
+}
+
+TEST_CASE("rerun stops at the first send that differs and names it", "[e2e]") {
+  TempDir tmp;
+  REQUIRE(RecordTrainer(tmp, 2, "--steps 4 --lr 0.1").exit_code == 0);
+  // The same program computing differently: another learning rate changes the
+  // parameters after step 1, hence the gradient sent at step 2.
+  RunResult re = Rerun(tmp, 1, "--steps 4 --lr 0.3");
+  INFO(re.output);
+  CHECK(re.exit_code == 1);
+  CHECK(Grep(re.output, "warning: the command differs").size() == 1);
+  auto lines = Grep(re.output, "diverges from the recording");
+  REQUIRE_FALSE(lines.empty());
+  // Step 2's first send: the metrics reduction, which starts before the gradient's.
+  CHECK(lines[0].find("MPI_Iallreduce") != std::string::npos);
+  CHECK(lines[0].find("the data sent differs") != std::string::npos);
+  CHECK(lines[0].find("seq=2") != std::string::npos);
+  CHECK(Grep(re.output, "step 1 rank 1 loss").size() == 1);
+  CHECK(Grep(re.output, "step 2 rank 1 loss").empty());
+}
+
+TEST_CASE("rerun from a checkpoint mark reproduces the rest", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 10 --ckpt-every 5 --fault unseeded";
+  RunResult rec = RecordTrainer(tmp, 4, args);
+  REQUIRE(rec.exit_code == 0);
+  RunResult re = Rerun(tmp, 3, args + " --resume 5", "--from-mark checkpoint=5");
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  auto want = Grep(rec.output, "rank 3 loss");
+  want.erase(std::remove_if(want.begin(), want.end(),
+                            [](const std::string& l) {
+                              for (int s = 1; s <= 5; ++s) {
+                                if (l.rfind("step " + std::to_string(s) + " ", 0) == 0) return true;
+                              }
+                              return false;
+                            }),
+             want.end());
+  REQUIRE(want.size() == 5);
+  CHECK(Sorted(Grep(re.output, "rank 3 loss")) == Sorted(want));
+}
+
+TEST_CASE("rerun --stop-at stops at the event asked for", "[e2e]") {
+  TempDir tmp;
+  REQUIRE(RecordTrainer(tmp, 2, "--steps 5").exit_code == 0);
+  RunResult re = Rerun(tmp, 0, "--steps 5", "--stop-at 40");
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "as asked with --stop-at 40").size() >= 1);
+  CHECK(Grep(re.output, "step 5 rank 0").empty());
+}
+
+TEST_CASE("rerun refuses what it cannot re-run, saying why", "[e2e]") {
+  TempDir tmp;
+  RunResult hash = Run(Replay() + " record -o " + (tmp / "h") + " -- " + Mpirun(2) + " " + MpiTrain() + " --steps 2");
+  REQUIRE(hash.exit_code == 0);
+  RunResult r = Run(Replay() + " rerun " + (tmp / "h") + " --rank 0 -- " + MpiTrain() + " --steps 2");
+  CHECK(r.exit_code == 2);
+  CHECK(Grep(r.output, "--level data").size() == 1);
+
+  REQUIRE(RecordTrainer(tmp, 2, "--steps 2").exit_code == 0);
+  RunResult missing = Rerun(tmp, 7, "--steps 2");
+  CHECK(missing.exit_code == 2);
+  CHECK(Grep(missing.output, "rank 7 is not in").size() == 1);
+
+  RunResult strict = Rerun(tmp, 0, "--steps 3", "--require-same-command");
+  CHECK(strict.exit_code == 2);
+  CHECK(Grep(strict.output, "the command differs").size() == 1);
+
+  RunResult no_mark = Rerun(tmp, 0, "--steps 2", "--from-mark checkpoint=99");
+  CHECK(no_mark.exit_code == 2);
+  CHECK(Grep(no_mark.output, "recorded no mark checkpoint=99").size() == 1);
+}
+
+}  // namespace
+}  // namespace replay
+
+namespace replay {
+namespace {
+
+TEST_CASE("rerun --all reproduces a race every time, where plain runs differ", "[e2e]") {
+  TempDir tmp;
+  const std::string train = Mpirun(4) + " " + MpiTrain() + " --steps 6 --fault race";
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + train);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  const auto recorded = Sorted(Grep(rec.output, "final-params"));
+  REQUIRE(recorded.size() == 4);
+  for (int i = 0; i < 5; ++i) {
+    RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --all -- " + train);
+    INFO(re.output);
+    CHECK(re.exit_code == 0);
+    CHECK(Grep(re.output, "reproduced identically").size() == 1);
+    CHECK(Sorted(Grep(re.output, "final-params")) == recorded);
+  }
+  int differ = 0;
+  for (int i = 0; i < 5; ++i) {
+    RunResult plain = Run(train);
+    if (Sorted(Grep(plain.output, "final-params")) != recorded) ++differ;
+  }
+  CHECK(differ > 0);
+}
+
+TEST_CASE("rerun --all names the first divergence when a rank computes differently", "[e2e]") {
+  TempDir tmp;
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(2) + " " + MpiTrain() + " --steps 4");
+  REQUIRE(rec.exit_code == 0);
+  RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --all -- " + Mpirun(2) + " " + MpiTrain() +
+                     " --steps 4 --lr 0.3");
+  INFO(re.output);
+  CHECK(re.exit_code == 1);
+  auto first = Grep(re.output, "first divergence");
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].find("the data sent differs") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace replay

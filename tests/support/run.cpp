@@ -1,0 +1,51 @@
+#include "support/run.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <sstream>
+
+namespace replay::testing {
+
+RunResult Run(const std::string& command, int timeout_s) {
+  RunResult r;
+  std::string full = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; timeout -k 5 " +
+                     std::to_string(timeout_s) + " sh -c '" ;
+  for (char c : command) full += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  full += "' 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+  }
+  return r;
+}
+
+std::string BuildPath(const std::string& relative) { return std::string(REPLAY_BUILD_DIR) + "/" + relative; }
+std::string Replay() { return BuildPath("replay"); }
+std::string Interposer() { return BuildPath("libreplay_interpose.so"); }
+std::string MpiTrain() { return BuildPath("examples/mpi_train/mpi_train"); }
+std::string TestProgram(const std::string& name) { return BuildPath("tests/e2e/programs/" + name); }
+
+std::string Mpirun(int ranks) {
+  return "mpirun -np " + std::to_string(ranks) + " --oversubscribe";
+}
+
+std::vector<std::string> Grep(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace replay::testing

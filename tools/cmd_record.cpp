@@ -1,0 +1,212 @@
+// replay record [-o DIR] [--level meta|hash|data] -- COMMAND...
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "launch.h"
+#include "replay/event_format.h"
+#include "replay/trace_header.h"
+#include "replay/trace_reader.h"
+#include "replay/version.h"
+#include "trace/format.h"
+#include "util/file_system.h"
+#include "record/context.h"
+#include "term.h"
+
+namespace replay::cli {
+namespace {
+
+constexpr const char* kHelp = R"(Run COMMAND with the recorder preloaded, so that every process it starts
+that communicates (MPI today) records its rank into DIR. Typical:
+
+  replay record -o trace -- mpirun -np 4 ./train
+
+Processes that never communicate (the launcher, shells, helpers) are not
+recorded and behave exactly as without replay. At the end, prints where the
+trace is and one line per rank, and exits with COMMAND's exit status (128+N
+if it died of signal N).
+
+For launchers that start ranks on other hosts, the recorder must reach them:
+replay sets OMPI_MCA_mca_base_env_list so Open MPI forwards its settings; with
+other launchers, export LD_PRELOAD and the REPLAY_* variables yourself (see the
+README, "Recording by hand").
+
+Exit status: COMMAND's, or 2 when the trace directory cannot be made.)";
+
+std::string DefaultDir() {
+  time_t t = time(nullptr);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "replay-%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+bool DirIsEmpty(const std::string& dir) {
+  std::string cmd;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return true;
+  bool empty = true;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  closedir(d);
+  return empty;
+}
+
+// Ranks the launcher will start, if the command says (mpirun -np N, srun -n N).
+int32_t ExpectedRanks(const std::vector<std::string>& command) {
+  for (size_t i = 0; i + 1 < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "-np" || a == "-n" || a == "--np" || a == "-c" || a == "--ntasks" || a == "--nproc-per-node" ||
+        a == "--nproc_per_node") {
+      char* end = nullptr;
+      long n = std::strtol(command[i + 1].c_str(), &end, 10);
+      if (end != nullptr && *end == '\0' && n > 0 && n < INT32_MAX) return static_cast<int32_t>(n);
+    }
+  }
+  return -1;
+}
+
+
+// A launcher may exit before its ranks have finished closing their traces
+// (after a kill, say): give them a moment, so the summary is final.
+void WaitForRanks(const std::string& dir, int max_ms) {
+  for (int waited = 0; waited < max_ms; waited += 100) {
+    auto t = TraceReader::Open(dir);
+    if (!t.ok()) return;
+    bool running = false;
+    for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
+    if (!running) return;
+    usleep(100 * 1000);
+  }
+}
+
+void PrintSummary(const std::string& dir) {
+  auto t = TraceReader::Open(dir);
+  if (!t.ok()) {
+    std::fprintf(stderr, "replay record: no trace in %s: %s\n", dir.c_str(), t.status().message().c_str());
+    return;
+  }
+  std::fprintf(stderr, "replay: trace in %s (%zu rank%s)\n", dir.c_str(), (*t)->ranks().size(),
+               (*t)->ranks().size() == 1 ? "" : "s");
+  for (size_t i = 0; i < (*t)->ranks().size(); ++i) {
+    auto r = (*t)->OpenRank(i);
+    if (!r.ok()) {
+      std::fprintf(stderr, "  rank %d: unreadable: %s\n", (*t)->ranks()[i].rank, r.status().message().c_str());
+      continue;
+    }
+    const RankReader& rr = **r;
+    std::string status(RankStatusName(rr.status()));
+    if (rr.header().close_reason != CloseReason::kNone) {
+      status += " (" + std::string(CloseReasonName(rr.header().close_reason)) + ")";
+    }
+    for (const Event& e : rr.events()) {
+      if (e.kind == EventKind::kSignal && e.signal.fatal) {
+        status += std::string(", ") + sigabbrev_np(e.signal.signo);
+      }
+    }
+    std::string extra;
+    if (rr.stats().dropped) extra += ", " + std::to_string(rr.stats().dropped) + " dropped";
+    if (rr.stats().payload_bytes) extra += ", payloads " + HumanBytes(rr.stats().payload_bytes);
+    std::fprintf(stderr, "  rank %d: %s, %zu events, %s%s\n", rr.rank(), status.c_str(), rr.events().size(),
+                 HumanBytes(rr.stats().stored_bytes).c_str(), extra.c_str());
+  }
+  std::fprintf(stderr, "next: replay info %s\n", dir.c_str());
+}
+
+int Run(std::string dir, const std::string& level, bool force, const std::vector<std::string>& command) {
+  if (command.empty()) return Fail("record", "no command given: replay record [-o DIR] -- COMMAND...");
+  if (!ParseLevel(level)) return Fail("record", "--level " + level + " is not one of meta, hash, data");
+  std::string lib = FindInterposer();
+  if (lib.empty()) {
+    return Fail("record", "cannot find libreplay_interpose.so next to the replay binary "
+                              "(set REPLAY_INTERPOSE_LIB to its path)");
+  }
+  if (dir.empty()) dir = DefaultDir();
+  dir = AbsolutePath(dir);
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Fail("record", dir + " exists and is not a directory");
+    if (!DirIsEmpty(dir) && !force) {
+      return Fail("record", dir + " is not empty: choose a new directory, or pass --force to add to it");
+    }
+  } else if (mkdir(dir.c_str(), 0700) != 0) {
+    return Fail("record", "cannot create trace directory " + dir + ": " + std::strerror(errno));
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return Fail("record", "cannot write to trace directory " + dir + ": " + std::strerror(errno));
+  }
+
+  Uuid uuid = NewUuid();
+  JobManifest m;
+  m.trace_uuid = uuid;
+  m.format_epoch = format::kFormatEpoch;
+  m.min_reader_epoch = format::kMinReaderEpoch;
+  m.created_realtime_ns = static_cast<int64_t>(time(nullptr)) * 1000000000;
+  m.command = command;
+  m.level = *ParseLevel(level);
+  m.world_size = ExpectedRanks(command);
+  m.recorder = std::string("replay ") + Version();
+  m.host = HostName();
+  if (Status ms = FileSystem::Default()->WriteAtomic(dir + "/" + format::kManifestFile, EncodeJobManifest(m));
+      !ms.ok()) {
+    return Fail("record", ms);
+  }
+  std::string joined;
+  for (const std::string& a : command) joined += (joined.empty() ? "" : "\x1f") + a;
+  PrependEnv("LD_PRELOAD", lib, ':');
+  setenv("REPLAY_DIR", dir.c_str(), 1);
+  setenv("REPLAY_LEVEL", level.c_str(), 1);
+  setenv("REPLAY_TRACE_UUID", UuidToString(uuid).c_str(), 1);
+  setenv("REPLAY_COMMAND", joined.c_str(), 1);
+  // Open MPI forwards these to ranks on other hosts.
+  std::string forward = "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID;REPLAY_COMMAND";
+  for (const char* extra : {"REPLAY_FLUSH_MS", "REPLAY_RING_KB", "REPLAY_HASH_LIMIT_KB", "REPLAY_NAN_SCAN",
+                            "REPLAY_ENV_PREFIXES", "REPLAY_ZSTD_LEVEL", "REPLAY_BLOCK_EVENTS",
+                            "REPLAY_FULL_WAIT_MS", "REPLAY_DISABLE"}) {
+    if (std::getenv(extra) != nullptr) forward += std::string(";") + extra;
+  }
+  PrependEnv("OMPI_MCA_mca_base_env_list", forward, ';');
+
+  int status = RunAndWait(command);
+  if (status < 0) return Fail("record", std::string("cannot start the command: ") + std::strerror(errno));
+  int rc = ExitCodeOf(status);
+  WaitForRanks(dir, 5000);
+  PrintSummary(dir);
+  return rc;
+}
+
+}  // namespace
+
+void AddRecordCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("record", "Run a command with the recorder preloaded");
+  cmd->footer(kHelp);
+  auto dir = std::make_shared<std::string>();
+  auto level = std::make_shared<std::string>("hash");
+  auto force = std::make_shared<bool>(false);
+  auto command = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("-o,--output", *dir, "Trace directory (default: replay-YYYYMMDD-HHMMSS)");
+  cmd->add_option("--level", *level, "meta, hash (default) or data");
+  cmd->add_flag("--force", *force, "Record into a directory that is not empty");
+  cmd->add_option("COMMAND", *command, "The command to run, after --")->required();
+  cmd->callback([=] { *exit_code = Run(*dir, *level, *force, *command); });
+}
+
+}  // namespace replay::cli

@@ -1,0 +1,308 @@
+// replay rerun DIR --rank R [--stop-at N] [--from-mark NAME=VALUE] -- COMMAND...
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "launch.h"
+#include "replay/event_format.h"
+#include "replay/oracle.h"
+#include "replay/rerun_state.h"
+#include "term.h"
+
+namespace replay::cli {
+namespace {
+
+constexpr const char* kHelp = R"(Re-run one rank of a recorded job alone, on this machine, without mpirun or
+peers. The program runs under the preload, which answers every communication
+call of rank R from the trace: the recorded rank and world size, communicators,
+received bytes, wildcard matches, test outcomes, entropy and seeds. Each call is
+checked against the recording (the call, its arguments, the fingerprint of the
+data it sends); at the first difference the program stops with a report naming
+the event and what differs, which is how nondeterministic computation shows.
+
+  replay rerun trace --rank 2 -- ./train --steps 100
+
+The trace must have been recorded at level data (`replay record --level data`).
+When the program reaches the point where the recording ends (the rank crashed,
+hung or was killed), it stops there and says so. --stop-at N stops at event N
+(under a debugger, with SIGTRAP, so the state can be inspected: run
+`replay rerun ... -- gdb --args ./train`). --from-mark NAME=VALUE re-runs from
+an application checkpoint: start the program from its checkpoint (for example
+with its own --resume flag) and the trace is served from that mark on.
+
+  replay rerun trace --all -- mpirun -np 4 ./train
+
+With --all every rank runs and really communicates, but each is held to its
+recording: wildcard receives take the recorded source, tests, probes and
+wait-any/some calls the recorded outcome, entropy and seeds the recorded values,
+and every fingerprint is compared. A run that diverged once can so be re-run
+identically; the verdict says so, or names the first divergence.
+
+Exit status: 0 the re-run reproduced the recording (up to where it ends, or to
+--stop-at), 1 it diverged, 2 bad arguments or a trace that cannot be re-run.)";
+
+struct Options {
+  std::string dir;
+  int rank = -1;
+  bool all = false;
+  int64_t stop_at = -1;
+  std::string from_mark;
+  bool require_same_command = false;
+  std::vector<std::string> command;
+};
+
+std::string Basename(const std::string& p) {
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& a : v) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Launcher variables would make the program believe it is one of many.
+void ForgetLauncher() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    for (const char* prefix : {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_MCA_ess_", "OMPI_MCA_orte_",
+                               "OMPI_MCA_pmix", "PMIX_", "PMI_", "SLURM_PROCID", "REPLAY_DIR", "REPLAY_TRACE_UUID"}) {
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+  }
+  for (const std::string& n : names) unsetenv(n.c_str());
+}
+
+// The index of the last event that starts a call in the recording.
+int64_t LastCallIndex(const Oracle& o) {
+  for (auto it = o.events().rbegin(); it != o.events().rend(); ++it) {
+    switch (it->kind) {
+      case EventKind::kOp:
+      case EventKind::kTest:
+      case EventKind::kEntropy:
+      case EventKind::kSeed:
+      case EventKind::kMark:
+        return static_cast<int64_t>(it->index);
+      default:
+        break;
+    }
+  }
+  return -1;
+}
+
+const Event* FatalSignal(const Oracle& o) {
+  for (const Event& e : o.events()) {
+    if (e.kind == EventKind::kSignal && e.signal.fatal) return &e;
+  }
+  return nullptr;
+}
+
+// --all: every rank runs and really communicates, forced to the recorded
+// choices; each rank reports into its own state file.
+int RunAll(const Options& opt) {
+  auto trace = TraceReader::Open(opt.dir);
+  if (!trace.ok()) return Fail("rerun", trace.status());
+  std::string lib = FindInterposer();
+  if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");
+  char state_dir[] = "/tmp/replay-rerun-all-XXXXXX";
+  if (mkdtemp(state_dir) == nullptr) return Fail("rerun", "cannot create a state directory in /tmp");
+  std::string program;
+  if (!(*trace)->ranks().empty() && (*trace)->ranks()[0].header_ok &&
+      !(*trace)->ranks()[0].header.command_line.empty()) {
+    program = Basename((*trace)->ranks()[0].header.command_line[0]);
+  }
+  PrependEnv("LD_PRELOAD", lib, ':');
+  setenv("REPLAY_MODE", "rerun-all", 1);
+  setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
+  setenv("REPLAY_RERUN_STATE", state_dir, 1);
+  setenv("REPLAY_RERUN_PROGRAM", program.c_str(), 1);
+  unsetenv("REPLAY_DIR");
+  PrependEnv("OMPI_MCA_mca_base_env_list",
+             "LD_PRELOAD;REPLAY_MODE;REPLAY_RERUN_TRACE;REPLAY_RERUN_STATE;REPLAY_RERUN_PROGRAM", ';');
+  int status = RunAndWait(opt.command);
+  if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(errno));
+
+  struct RankResult {
+    int rank;
+    RerunState st;
+    bool found;
+  };
+  std::vector<RankResult> results;
+  for (const RankEntry& e : (*trace)->ranks()) {
+    RankResult r{e.rank, {}, false};
+    std::string path = std::string(state_dir) + "/rank-" + std::to_string(e.rank);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      r.found = read(fd, &r.st, sizeof(r.st)) == static_cast<ssize_t>(sizeof(r.st));
+      close(fd);
+      unlink(path.c_str());
+    }
+    r.st.message[sizeof(r.st.message) - 1] = '\0';
+    results.push_back(r);
+  }
+  rmdir(state_dir);
+  const RankResult* first = nullptr;
+  std::vector<int> missing;
+  for (const RankResult& r : results) {
+    if (!r.found) missing.push_back(r.rank);
+    if (r.found && r.st.verdict == 2 && (first == nullptr || r.st.diverged_time_ns < first->st.diverged_time_ns)) {
+      first = &r;
+    }
+  }
+  std::fprintf(stderr, "replay rerun --all: the command exited with status %d\n", ExitCodeOf(status));
+  if (first != nullptr) {
+    std::fprintf(stderr, "replay rerun: %s\n  first divergence, in recorded time: rank %d at event #%lld: %s\n",
+                 Paint(Color::kRed, "diverged").c_str(), first->rank, static_cast<long long>(first->st.diverged_index),
+                 first->st.message);
+    for (const RankResult& r : results) {
+      if (&r != first && r.found && r.st.verdict == 2) {
+        std::fprintf(stderr, "  also rank %d at event #%lld\n", r.rank, static_cast<long long>(r.st.diverged_index));
+      }
+    }
+    return kExitFindings;
+  }
+  if (!missing.empty()) {
+    std::string m;
+    for (int r : missing) m += (m.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr, "replay rerun: %s\n  no report from rank(s) %s: were they started (same world size as recorded)?\n",
+                 Paint(Color::kRed, "diverged").c_str(), m.c_str());
+    return kExitFindings;
+  }
+  std::fprintf(stderr, "replay rerun: %s\n  all %zu ranks reproduced the recording: every forced choice and every fingerprint as recorded\n",
+               Paint(Color::kGreen, "reproduced identically").c_str(), results.size());
+  return kExitOk;
+}
+
+int Run(const Options& opt) {
+  if (opt.command.empty()) return Fail("rerun", "no command given: replay rerun DIR --rank R -- COMMAND...");
+  if (opt.all) {
+    if (opt.rank >= 0 || opt.stop_at >= 0 || !opt.from_mark.empty()) {
+      return Fail("rerun", "--all re-runs every rank from the start; --rank, --stop-at and --from-mark go without it");
+    }
+    return RunAll(opt);
+  }
+  if (opt.rank < 0) return Fail("rerun", "--rank R is required (or --all, to re-run every rank)");
+  OracleOptions oo;
+  oo.trace_dir = opt.dir;
+  oo.rank = opt.rank;
+  oo.from_mark = opt.from_mark;
+  auto oracle = Oracle::Open(oo);
+  if (!oracle.ok()) return Fail("rerun", oracle.status());
+  const Oracle& o = **oracle;
+  if (o.level() != Level::kData) {
+    return Fail("rerun", "rank " + std::to_string(opt.rank) + " of " + opt.dir + " was recorded at level " +
+                             std::string(LevelName(o.level())) +
+                             ": the bytes it received are not in the trace. Record again with "
+                             "`replay record --level data -o DIR -- ...` to re-run a rank alone.");
+  }
+  const std::vector<std::string>& recorded = o.header().command_line;
+  bool same = !recorded.empty() && recorded.size() == opt.command.size() &&
+              Basename(recorded[0]) == Basename(opt.command[0]) &&
+              std::equal(recorded.begin() + 1, recorded.end(), opt.command.begin() + 1);
+  if (!same && !recorded.empty() && opt.from_mark.empty()) {
+    std::string msg = "the command differs from the one rank " + std::to_string(opt.rank) + " ran: recorded `" +
+                      Join(recorded) + "`, given `" + Join(opt.command) + "`";
+    if (opt.require_same_command) return Fail("rerun", msg + " (--require-same-command)");
+    std::fprintf(stderr, "replay rerun: warning: %s; going on\n", msg.c_str());
+  }
+  std::string lib = FindInterposer();
+  if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");
+
+  char state_path[] = "/tmp/replay-rerun-XXXXXX";
+  int fd = mkstemp(state_path);
+  if (fd < 0) return Fail("rerun", std::string("cannot create a state file in /tmp: ") + std::strerror(errno));
+  RerunState init{};
+  init.last_index = -1;
+  (void)!write(fd, &init, sizeof(init));
+  close(fd);
+
+  ForgetLauncher();
+  PrependEnv("LD_PRELOAD", lib, ':');
+  setenv("REPLAY_MODE", "rerun", 1);
+  setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
+  setenv("REPLAY_RERUN_RANK", std::to_string(opt.rank).c_str(), 1);
+  setenv("REPLAY_RERUN_STATE", state_path, 1);
+  // The executable to serve; other processes under the preload pass through.
+  std::string program = Basename(recorded.empty() ? opt.command[0] : recorded[0]);
+  setenv("REPLAY_RERUN_PROGRAM", program.c_str(), 1);
+  if (opt.stop_at >= 0) setenv("REPLAY_RERUN_STOP_AT", std::to_string(opt.stop_at).c_str(), 1);
+  if (!opt.from_mark.empty()) setenv("REPLAY_RERUN_FROM_MARK", opt.from_mark.c_str(), 1);
+
+  int status = RunAndWait(opt.command);
+  RerunState st{};
+  int sfd = open(state_path, O_RDONLY | O_CLOEXEC);
+  if (sfd >= 0) {
+    (void)!read(sfd, &st, sizeof(st));
+    close(sfd);
+  }
+  unlink(state_path);
+  if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(errno));
+  st.message[sizeof(st.message) - 1] = '\0';
+
+  const std::string who = "rank " + std::to_string(opt.rank);
+  auto verdict = [&](bool ok, const std::string& text) {
+    std::fprintf(stderr, "replay rerun: %s\n", (ok ? Paint(Color::kGreen, "reproduced") : Paint(Color::kRed, "diverged")).c_str());
+    std::fprintf(stderr, "  %s\n", text.c_str());
+    return ok ? kExitOk : kExitFindings;
+  };
+  switch (st.verdict) {
+    case 2:  // diverged: the preload said what
+      return verdict(false, st.message);
+    case 3:  // the recording ended
+      return verdict(true, st.message);
+    case 4:
+      return verdict(true, st.message);
+    case 5:
+      return Fail("rerun", st.message);
+    default:
+      break;
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const Event* rec_sig = FatalSignal(o);
+    std::string died = "the program died of SIG" + std::string(sigabbrev_np(sig)) + " after event #" +
+                       std::to_string(st.last_index);
+    if (rec_sig != nullptr && rec_sig->signal.signo == sig && st.last_index == LastCallIndex(o)) {
+      return verdict(true, died + ", where the recorded " + who + " died of the same signal");
+    }
+    return verdict(false, died + "; the recorded " + who + " " + o.HowRecordingEnds());
+  }
+  int64_t last = LastCallIndex(o);
+  if (st.verdict == 1 && st.last_index >= last) {
+    return verdict(true, "the program ran to the end (exit status " + std::to_string(ExitCodeOf(status)) +
+                             "), consistent with all " + std::to_string(last + 1) + " events of " + who);
+  }
+  return verdict(false, "the program ended (exit status " + std::to_string(ExitCodeOf(status)) +
+                            ") after event #" + std::to_string(st.last_index) + ", but the recording of " + who +
+                            " goes on to event #" + std::to_string(last));
+}
+
+}  // namespace
+
+void AddRerunCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("rerun", "Re-run a recorded rank alone, served from the trace");
+  cmd->footer(kHelp);
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("DIR", opt->dir, "Trace directory (recorded at level data)")->required();
+  cmd->add_option("--rank,-r", opt->rank, "The rank to re-run");
+  cmd->add_flag("--all", opt->all, "Re-run every rank, really communicating (COMMAND is the launcher line)");
+  cmd->add_option("--stop-at", opt->stop_at, "Stop at recorded event N (SIGTRAP under a debugger)");
+  cmd->add_option("--from-mark", opt->from_mark, "Start from the application checkpoint marked NAME=VALUE");
+  cmd->add_flag("--require-same-command", opt->require_same_command,
+                "Refuse to run a command other than the recorded one (default: warn)");
+  cmd->add_option("COMMAND", opt->command, "The program to run, after --")->required();
+  cmd->callback([=] { *exit_code = Run(*opt); });
+}
+
+}  // namespace replay::cli

@@ -1,0 +1,26 @@
+// launch.h: running a program under the preload, for record and rerun.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace replay::cli {
+
+// libreplay_interpose.so: REPLAY_INTERPOSE_LIB, next to this binary (build
+// tree), or in ../lib (installed); empty if none is there.
+std::string FindInterposer();
+
+// Prepends `value` to the environment variable `var`, separated by `sep`.
+void PrependEnv(const char* var, const std::string& value, char sep);
+
+// An absolute form of `path`.
+std::string AbsolutePath(const std::string& path);
+
+// Runs `argv` (searched in PATH), forwarding SIGINT, SIGTERM, SIGHUP and
+// SIGQUIT to it, and returns its wait status; -1 if it could not start.
+int RunAndWait(const std::vector<std::string>& argv);
+
+// The shell-like exit code of a wait status: the code, or 128+signal.
+int ExitCodeOf(int wait_status);
+
+}  // namespace replay::cli

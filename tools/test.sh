@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds replay and runs every test. Installs missing Debian packages first.
+#   tools/test.sh                  # build in build/, run ctest
+#   tools/test.sh --sanitize       # also build in build-asan/ with ASan+UBSan, run ctest there
+# Environment: REPLAY_WERROR=ON makes warnings errors (CI does); JOBS=N for parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=0
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) sanitize=1 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+tools/install-deps.sh
+jobs=${JOBS:-$(nproc)}
+werror=${REPLAY_WERROR:-OFF}
+# mpirun refuses to run as root unless told; the tests run jobs of 1, 2 and 4 ranks.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+run_suite() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPLAY_WERROR="$werror" "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+}
+
+run_suite build
+if [[ $sanitize -eq 1 ]]; then
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite build-asan -DREPLAY_SANITIZE=address,undefined -DREPLAY_BUILD_BENCH=OFF
+fi
