@@ -12,7 +12,9 @@
 // Traces are generated once into --dir (default /tmp/replay-check-bench) and
 // reused: generating 1,024 ranks takes minutes, checking them seconds. Each
 // check runs in a child process (this binary with --check-only) so that its
-// peak RSS (getrusage of the child) is the check's alone.
+// peak RSS (getrusage of the child) is the check's alone. Before it, another
+// child only reads the ranks (RankReader, same threads): the floor the check
+// stands on, and a yardstick that does not depend on how busy the machine is.
 //
 // Usage: check_bench [--ranks=64,256,1024] [--collectives=10000] [--dir=PATH]
 //            [--threads=N] [--regenerate] [--reps=1]
@@ -255,6 +257,32 @@ TraceInfo Generate(const std::string& dir, int ranks, int collectives, bool rege
   return info;
 }
 
+// In the child: only read every rank of `dir` (as the check does, on as many
+// threads), print "seconds 0": the floor the check stands on.
+int ReadOnly(const std::string& dir, int threads) {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  auto trace = TraceReader::Open(dir);
+  if (!trace.ok()) return 1;
+  size_t n = (*trace)->ranks().size();
+  if (threads <= 0) threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> events{0};
+  double start = NowSeconds();
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      auto r = (*trace)->OpenRank(i);
+      if (r.ok()) events += (*r)->events().size();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  std::printf("%.6f 0\n", NowSeconds() - start);
+  return 0;
+}
+
 // In the child: check `dir`, print "seconds findings".
 int CheckOnly(const std::string& dir, int threads) {
   // As `replay check` does (tools/cmd_check.cpp).
@@ -287,14 +315,14 @@ struct Measured {
   size_t findings = 0;
 };
 
-Measured MeasureInChild(const char* self, const std::string& dir, int threads) {
+Measured MeasureInChild(const char* self, const std::string& mode, const std::string& dir, int threads) {
   int fds[2];
   if (pipe(fds) != 0) std::exit(1);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
-    std::string a1 = "--check-only=" + dir, a2 = "--threads=" + std::to_string(threads);
+    std::string a1 = "--" + mode + "=" + dir, a2 = "--threads=" + std::to_string(threads);
     execl(self, self, a1.c_str(), a2.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -337,6 +365,7 @@ int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   int threads = static_cast<int>(flags.Int("threads", 0));
   if (flags.Has("check-only")) return CheckOnly(flags.Str("check-only", ""), threads);
+  if (flags.Has("read-only")) return ReadOnly(flags.Str("read-only", ""), threads);
   std::vector<int> ranks = ParseList(flags.Str("ranks", "64,256,1024"));
   int collectives = static_cast<int>(flags.Int("collectives", 10000));
   std::string base = flags.Str("dir", "/tmp/replay-check-bench");
@@ -347,15 +376,17 @@ int Main(int argc, char** argv) {
     return 2;
   }
   PrintEnvironment("check_bench");
-  Table table({"ranks", "collectives/rank", "events", "on disk", "check s", "cpu s", "Mevents/s", "peak RSS MiB",
-               "findings", "others"});
+  Table table({"ranks", "collectives/rank", "events", "on disk", "read s", "check s", "cpu s", "Mevents/s",
+               "peak RSS MiB", "findings", "others"});
   for (int r : ranks) {
     std::string dir = base + "/r" + std::to_string(r) + "-c" + std::to_string(collectives);
     TraceInfo info = Generate(dir, r, collectives, regenerate);
     for (int rep = 0; rep < reps; ++rep) {
-      Measured m = MeasureInChild("/proc/self/exe", dir, threads);
+      Measured read = MeasureInChild("/proc/self/exe", "read-only", dir, threads);
+      Measured m = MeasureInChild("/proc/self/exe", "check-only", dir, threads);
       table.Add({std::to_string(r), std::to_string(collectives), std::to_string(info.events),
-                 Fixed(static_cast<double>(info.stored) / (1 << 20), 1) + " MiB", Fixed(m.seconds, 2),
+                 Fixed(static_cast<double>(info.stored) / (1 << 20), 1) + " MiB", Fixed(read.seconds, 2),
+                 Fixed(m.seconds, 2),
                  Fixed(m.cpu, 2), Fixed(static_cast<double>(info.events) / m.seconds / 1e6, 2),
                  Fixed(static_cast<double>(m.max_rss_kib) / 1024, 0), std::to_string(m.findings),
                  Fixed(m.others, 2)});

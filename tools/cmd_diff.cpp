@@ -34,7 +34,7 @@ void PrintText(const DiffReport& r) {
   if (r.first_rank) {
     for (const RankDiff& d : r.ranks) {
       if (d.rank == *r.first_rank) {
-        std::printf("first divergence: rank %d at %s (event #%llu of A): %s\n", d.rank, HumanDuration(d.time_ns).c_str(),
+        std::printf("first divergence: rank %d, %s into its run (event #%llu): %s\n", d.rank, HumanDuration(d.time_ns).c_str(),
                     static_cast<unsigned long long>(d.a ? d.a->index : d.b->index), d.what.c_str());
       }
     }

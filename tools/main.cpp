@@ -13,6 +13,7 @@ void AddRecordCommand(CLI::App& app, int* exit_code);
 void AddCheckCommand(CLI::App& app, int* exit_code);
 void AddDiffCommand(CLI::App& app, int* exit_code);
 void AddRerunCommand(CLI::App& app, int* exit_code);
+void AddDriveCommand(CLI::App& app, int* exit_code);
 
 namespace {
 
@@ -23,6 +24,7 @@ constexpr CommandEntry kCommands[] = {
     {"check", AddCheckCommand},
     {"diff", AddDiffCommand},
     {"rerun", AddRerunCommand},
+    {"drive", AddDriveCommand},
 };
 
 }  // namespace

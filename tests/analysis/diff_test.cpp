@@ -12,10 +12,10 @@ using testing::SyntheticJob;
 
 // A two-rank job; `entropy` is what rank 1's getrandom returns at the start,
 // `recv_hash` what both ranks receive from the last of three allreduces.
+// Rank 1 is written first, so its events come first on the wall clock.
 void WriteRun(const std::string& dir, const std::string& entropy, uint64_t recv_hash) {
   SyntheticJob job(dir, 2);
-  // Rank by rank (a writer numbers the threads that use it in turn), rank 1
-  // first: its events come earlier in its run than rank 0's in rank 0's.
+  // Rank by rank (a writer numbers the threads that use it in turn).
   for (int r = 1; r >= 0; --r) {
     job.Init(r);
     EntropyEvent e{};
@@ -79,7 +79,7 @@ TEST_CASE("diff names the first divergent event per rank and the rank that diver
   CHECK(r0.diverged);
   CHECK(r0.what == "received different data");
   CHECK(r0.fields == std::vector<std::string>{"recv_hash"});
-  // Rank 1 diverged earlier in its run than rank 0 in its own.
+  // Rank 1's divergence came first on the wall clock.
   REQUIRE(d.first_rank.has_value());
   CHECK(*d.first_rank == 1);
   nlohmann::json j = DiffReportToJson(d);

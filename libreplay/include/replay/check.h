@@ -85,7 +85,9 @@ struct Finding {
   uint64_t seq = 0;                   // collective sequence number; 0 when not one
   std::string op;                     // API of the call concerned, e.g. "MPI_Allreduce"
   std::vector<int32_t> ranks;         // the ranks at fault, most likely first
-  std::optional<CallSite> call_site;  // of the call concerned, on the first of `ranks`
+  // Where the call concerned was made: by the odd rank of a mismatch, by the
+  // ranks that did make a collective others are missing from.
+  std::optional<CallSite> call_site;
   nlohmann::json data = nlohmann::json::object();  // kind-specific facts (docs/check.md)
 };
 

@@ -13,8 +13,9 @@
 // space randomisation does not count. Recorder drop markers are skipped.
 //
 // For each rank it reports the first divergence with a few events of context,
-// and which rank diverged first in time (times are relative to each rank's
-// start, so ranks started at different moments still compare).
+// and which rank diverged first: the one whose divergent event came first on
+// the wall clock of the run (ranks of one run share it; times shown are
+// relative to each rank's start, which is what compares across runs).
 //
 // Thread safety: DiffTraces may be called from several threads at once; the
 // progress callback is called from one thread at a time.
@@ -53,6 +54,7 @@ struct RankDiff {
   uint32_t thread = 0;               // the recording thread where it diverged
   uint64_t matched = 0;              // events equal before the divergence (that thread)
   int64_t time_ns = -1;              // rank-relative time of the divergence
+  int64_t realtime_ns = 0;           // the same on the wall clock of the run (A's, or B's where A ended)
   std::string what;                  // "getrandom returned different bytes", "trace B ends here"
   std::vector<std::string> fields;   // fields that differ (JSON names)
   std::vector<DiffEvent> before;     // common context, oldest first (from A)
@@ -64,7 +66,7 @@ struct RankDiff {
 struct DiffReport {
   std::string trace_a, trace_b;
   std::vector<RankDiff> ranks;           // ranks present in both, by rank
-  std::optional<int32_t> first_rank;     // the rank that diverged earliest
+  std::optional<int32_t> first_rank;     // the rank that diverged earliest (wall clock)
   std::vector<int32_t> only_in_a, only_in_b;
   std::vector<std::string> settings;     // environment / versions that differ between the runs
   std::vector<std::string> notes;

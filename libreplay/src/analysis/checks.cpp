@@ -49,14 +49,12 @@ Finding Make(FindingKind kind) {
 
 // Signature groups of one collective, the expected (majority) one first: the
 // most ranks; on a tie the group whose call sites did the same last time.
-std::vector<const SigGroup*> OrderedGroups(const CollSummary& s) {
+std::vector<const SigGroup*> OrderedGroups(const Expanded& x) {
   std::vector<const SigGroup*> g;
-  for (const SigGroup& x : s.sigs) g.push_back(&x);
+  for (const SigGroup& s : x.sigs) g.push_back(&s);
   std::sort(g.begin(), g.end(), [](const SigGroup* a, const SigGroup* b) {
-    size_t na = a->ranks.Count(), nb = b->ranks.Count();
-    if (na != nb) return na > nb;
-    bool ca = !a->changed.Empty(), cb = !b->changed.Empty();
-    if (ca != cb) return !ca;
+    if (a->count != b->count) return a->count > b->count;
+    if (a->changed != b->changed) return !a->changed;
     return a->first_rank < b->first_rank;
   });
   return g;
@@ -85,7 +83,7 @@ std::vector<std::string> DifferingFields(const CollSignature& a, const CollSigna
 
 std::string FieldValue(const SigGroup& g, const std::string& field) {
   const CollSignature& s = g.sig;
-  if (field == "op" || field == "call") return g.api;
+  if (field == "op" || field == "call") return g.api_name;
   if (field == "blocking") return s.nonblocking ? "non-blocking" : "blocking";
   if (field == "count") return "count " + std::to_string(s.count);
   if (field == "bytes") return std::to_string(s.bytes) + " bytes";
@@ -100,7 +98,7 @@ std::string FieldValue(const SigGroup& g, const std::string& field) {
 
 std::string SigText(const SigGroup& g) {
   const CollSignature& s = g.sig;
-  std::string t = g.api;
+  std::string t = g.api_name;
   if (s.count != 0 || s.dtype != DataType::kUnknown) {
     t += " count=" + std::to_string(s.count) + " " + std::string(DataTypeName(s.dtype));
   }
@@ -113,7 +111,7 @@ std::string SigText(const SigGroup& g) {
 nlohmann::json SigJson(const SigGroup& g) {
   const CollSignature& s = g.sig;
   return {{"ranks", g.ranks.ToVector()},
-          {"api", g.api},
+          {"api", g.api_name},
           {"op", std::string(OpKindName(s.kind))},
           {"blocking", !s.nonblocking},
           {"count", s.count},
@@ -182,6 +180,49 @@ bool IsPerRankSetting(const std::string& key) {
     if (key.rfind(p, 0) == 0) return true;
   }
   return false;
+}
+
+Expanded Expand(const JobView& job, const CollKey& key, const CollSummary& s) {
+  Expanded x;
+  for (const RankDigest& d : job.digests) {
+    auto it = d.last_seq.find(key.comm);
+    if (it != d.last_seq.end() && it->second >= key.seq) x.entered.Add(d.rank);
+  }
+  auto rest = [&](RankSet others) {  // entered ranks not in `others`
+    RankSet r;
+    for (int32_t rank : x.entered.ToVector()) {
+      if (!others.Has(rank)) r.Add(rank);
+    }
+    return r;
+  };
+  auto name = [&](SigGroup* g) {
+    const RankDigest* d = job.Rank(g->first_rank);
+    g->api_name = d != nullptr ? d->Api(g->api) : "api#" + std::to_string(g->api);
+  };
+  RankSet others;
+  for (const SigGroup& g : s.other_sigs) others.Merge(g.ranks);
+  if (s.sig.count > 0) {
+    x.sigs.push_back(s.sig);
+    x.sigs.back().ranks = rest(others);
+  }
+  for (const SigGroup& g : s.other_sigs) x.sigs.push_back(g);
+  for (SigGroup& g : x.sigs) name(&g);
+  if (s.out.count > 0) {
+    // Ranks with an output: those that finished it (all of them, at level hash).
+    RankSet not_first = s.stuck;
+    not_first.Merge(s.in_progress);
+    not_first.Merge(s.pending);
+    for (const OutGroup& o : s.other_outs) not_first.Merge(o.ranks);
+    x.outs.push_back(OutGroup{s.out.hash, s.out.count, rest(not_first)});
+  }
+  for (const OutGroup& o : s.other_outs) x.outs.push_back(o);
+  if (s.pred.count > 0) {
+    RankSet claimed;
+    for (const PredClaim& p : s.other_preds) claimed.Merge(p.ranks);
+    x.preds.push_back(PredClaim{s.pred.comm, s.pred.seq, s.pred.count, rest(claimed)});
+  }
+  for (const PredClaim& p : s.other_preds) x.preds.push_back(p);
+  return x;
 }
 
 // ---------------------------------------------------------------------------
@@ -346,6 +387,7 @@ struct CollContext {
   Narrator n;
   CollKey key;
   const CollSummary& s;
+  const Expanded& x;
   const std::vector<int32_t>& members;
   const SigGroup& reference;  // the call most ranks made
   std::string what;           // "MPI_Allreduce on dup(WORLD) #3"
@@ -354,7 +396,7 @@ struct CollContext {
 // "ranks 0,2 never returned; rank 3 crashed with SIGABRT inside it; rank 1 returned"
 std::string Outcome(const CollContext& c) {
   std::vector<int32_t> stuck, died, done, pending;
-  for (int32_t r : c.s.Entered().ToVector()) {
+  for (int32_t r : c.x.entered.ToVector()) {
     const RankDigest* d = c.job.Rank(r);
     if (c.s.stuck.Has(r) || c.s.in_progress.Has(r)) {
       (d != nullptr && (d->fatal_signal != 0 && IsCrashSignal(d->fatal_signal)) ? died : stuck).push_back(r);
@@ -377,7 +419,7 @@ std::string Outcome(const CollContext& c) {
 void SetCommon(const CollContext& c, Finding* f) {
   f->comm = c.n.Comm(c.key.comm);
   f->seq = c.key.seq;
-  f->op = c.reference.api;
+  f->op = c.reference.api_name;
   if (c.reference.call_site != 0) f->call_site = c.n.Site(c.reference.first_rank, c.reference.call_site);
 }
 
@@ -397,7 +439,7 @@ std::vector<Odd> OddGroups(const std::vector<const SigGroup*>& groups) {
 }
 
 void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
-  std::vector<const SigGroup*> groups = OrderedGroups(c.s);
+  std::vector<const SigGroup*> groups = OrderedGroups(c.x);
   std::vector<Odd> odd = OddGroups(groups);
   Finding f = Make(FindingKind::kMismatch);
   SetCommon(c, &f);
@@ -413,8 +455,8 @@ void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   }
   if (field == "op") {
     f.title = "mismatched collective on " + c.job.lineage.Name(c.key.comm) + " #" + std::to_string(c.key.seq) +
-              ": " + Ranks(first.g->ranks) + " call" + (first.g->ranks.Count() == 1 ? "s " : " ") + first.g->api +
-              ", " + Ranks(expected) + " call" + (expected.Count() == 1 ? "s " : " ") + groups[0]->api;
+              ": " + Ranks(first.g->ranks) + " call" + (first.g->ranks.Count() == 1 ? "s " : " ") + first.g->api_name +
+              ", " + Ranks(expected) + " call" + (expected.Count() == 1 ? "s " : " ") + groups[0]->api_name;
   } else {
     f.title = "mismatched " + c.what + ": " + Ranks(first.g->ranks) + " pass" +
               (first.g->ranks.Count() == 1 ? "es " : " ") + FieldValue(*first.g, field) + ", " +
@@ -461,7 +503,7 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
     f.ranks.push_back(r);
     if (dev < 0) ++deviating;
   }
-  RankSet entered = c.s.Entered();
+  const RankSet& entered = c.x.entered;
   std::vector<int32_t> stuck = c.s.stuck.ToVector();
   if (!stuck.empty()) {
     f.title = Ranks(missing) + " never entered " + c.what + ", which " + Ranks(stuck) +
@@ -501,7 +543,7 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
     if (!there) continue;
     const CollSummary* other = c.job.collectives.Find(there->comm, there->seq);
     if (other == nullptr) continue;
-    RankSet other_entered = other->Entered();
+    RankSet other_entered = Expand(c.job, *there, *other).entered;
     const auto& m = c.job.lineage.Members(there->comm);
     RankSet waiters;
     for (int32_t w : stuck_here.ToVector()) {
@@ -566,10 +608,9 @@ void NeverCompletedFinding(const CollContext& c, std::vector<RankedFinding>* out
 
 void OutputsFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   std::vector<const OutGroup*> g;
-  for (const OutGroup& o : c.s.outs) g.push_back(&o);
+  for (const OutGroup& o : c.x.outs) g.push_back(&o);
   std::sort(g.begin(), g.end(), [](const OutGroup* a, const OutGroup* b) {
-    size_t na = a->ranks.Count(), nb = b->ranks.Count();
-    return na != nb ? na > nb : a->ranks.First() < b->ranks.First();
+    return a->count != b->count ? a->count > b->count : a->ranks.First() < b->ranks.First();
   });
   Finding f = Make(FindingKind::kOutputsDiffer);
   SetCommon(c, &f);
@@ -601,23 +642,31 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
     static const std::vector<int32_t> kNone;
     const std::vector<int32_t>& members = node != nullptr ? node->members : kNone;
     if (members.size() == 1 || (node != nullptr && node->size == 1)) continue;
-    std::vector<const SigGroup*> groups = OrderedGroups(s);
-    CollContext c{job, n, key, s, members, *groups[0],
-                  groups[0]->api + " on " + job.lineage.Name(key.comm) + " #" + std::to_string(key.seq)};
+    // Most collectives are fine, and seen to be so without rebuilding who
+    // did what: the same call by every member, none stuck, one result.
+    const bool may_mismatch = !s.other_sigs.empty();
+    const bool may_miss = !members.empty() && s.entered < members.size();
+    const bool may_hang = !s.stuck.Empty();
+    const bool may_differ = !s.other_outs.empty();
+    if (!may_mismatch && !may_miss && !may_hang && !may_differ) continue;
 
-    const bool mismatch = s.sigs.size() > 1 && !OddGroups(groups).empty();
+    Expanded x = Expand(job, key, s);
+    std::vector<const SigGroup*> groups = OrderedGroups(x);
+    CollContext c{job, n, key, s, x, members, *groups[0],
+                  groups[0]->api_name + " on " + job.lineage.Name(key.comm) + " #" + std::to_string(key.seq)};
+
+    const bool mismatch = may_mismatch && !OddGroups(groups).empty();
     if (mismatch && broken.Take(key.comm, local.size())) MismatchFinding(c, &local);
     if (!mismatch && !members.empty()) {
-      RankSet entered = s.Entered();
       std::vector<int32_t> missing;
       bool missing_untraced_only = true;
       for (int32_t m : members) {
-        if (entered.Has(m)) continue;
+        if (x.entered.Has(m)) continue;
         missing.push_back(m);
         if (!untraced.Has(m)) missing_untraced_only = false;
       }
       if (!missing.empty() && !missing_untraced_only) {
-        bool report = !s.stuck.Empty();
+        bool report = may_hang;
         if (!report && !job.live && s.in_progress.Empty()) {
           // Nobody waits for them (a rooted or non-blocking call returned): a
           // genuine difference in calls only if the missing ranks finished.
@@ -627,11 +676,11 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
           });
         }
         if (report && broken.Take(key.comm, local.size())) MissingFinding(c, missing, &local);
-      } else if (missing.empty() && !s.stuck.Empty()) {
+      } else if (missing.empty() && may_hang) {
         if (broken.Take(key.comm, local.size())) NeverCompletedFinding(c, &local);
       }
     }
-    if (!mismatch && s.outs.size() > 1 && outputs.Take(key.comm, local.size())) OutputsFinding(c, &local);
+    if (!mismatch && may_differ && outputs.Take(key.comm, local.size())) OutputsFinding(c, &local);
   }
   broken.Annotate(&local, "collectives are incomplete or mismatched as well");
   outputs.Annotate(&local, "collectives also gave different results");
@@ -643,39 +692,58 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
 // communicators, in opposite orders. It completed only because the library
 // buffered; it deadlocks when it does not.
 
+// The predecessor claims of a summary, without their ranks.
+std::vector<std::pair<uint64_t, uint64_t>> Claims(const CollSummary& s) {
+  std::vector<std::pair<uint64_t, uint64_t>> c;
+  if (s.pred.count > 0) c.emplace_back(s.pred.comm, s.pred.seq);
+  for (const PredClaim& p : s.other_preds) c.emplace_back(p.comm, p.seq);
+  return c;
+}
+
+RankSet ClaimRanks(const Expanded& x, uint64_t comm, uint64_t seq) {
+  for (const PredClaim& p : x.preds) {
+    if (p.comm == comm && p.seq == seq) return p.ranks;
+  }
+  return {};
+}
+
 void CheckOrder(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   std::set<std::pair<uint64_t, uint64_t>> reported;
   for (const CollKey& x : job.collectives.SortedKeys()) {
     const CollSummary& sx = *job.collectives.Find(x.comm, x.seq);
-    for (const PredClaim& p : sx.preds) {
-      const CollSummary* sy = job.collectives.Find(p.comm, p.seq);
+    for (const auto& [pcomm, pseq] : Claims(sx)) {
+      const CollSummary* sy = job.collectives.Find(pcomm, pseq);
       if (sy == nullptr) continue;
-      for (const PredClaim& q : sy->preds) {
-        if (q.comm != x.comm || q.seq < x.seq) continue;
-        auto pair = std::minmax(x.comm, p.comm);
+      for (const auto& [qcomm, qseq] : Claims(*sy)) {
+        if (qcomm != x.comm || qseq < x.seq) continue;
+        auto pair = std::minmax(x.comm, pcomm);
         if (!reported.insert(pair).second) continue;
-        // On ranks P, (p.comm, p.seq) came before x; on ranks Q, x (or a later
-        // call on its communicator) came before (p.comm, p.seq).
+        // On ranks P, (pcomm, pseq) came before x; on ranks Q, x (or a later
+        // call on its communicator) came before (pcomm, pseq).
+        Expanded ex = Expand(job, x, sx);
+        Expanded ey = Expand(job, CollKey{pcomm, pseq}, *sy);
+        RankSet p_ranks = ClaimRanks(ex, pcomm, pseq);
+        RankSet q_ranks = ClaimRanks(ey, qcomm, qseq);
         std::string a = job.lineage.Name(x.comm) + " #" + std::to_string(x.seq);
-        std::string b = job.lineage.Name(p.comm) + " #" + std::to_string(p.seq);
-        const SigGroup& gx = *OrderedGroups(sx)[0];
-        const SigGroup& gy = *OrderedGroups(*sy)[0];
+        std::string b = job.lineage.Name(pcomm) + " #" + std::to_string(pseq);
+        const SigGroup& gx = *OrderedGroups(ex)[0];
+        const SigGroup& gy = *OrderedGroups(ey)[0];
         Finding f = Make(FindingKind::kMismatch);
         f.comm = n.Comm(x.comm);
         f.seq = x.seq;
-        f.op = gx.api;
-        RankSet all = p.ranks;
-        all.Merge(q.ranks);
-        f.ranks = q.ranks.ToVector();
-        f.title = "collectives on " + job.lineage.Name(x.comm) + " and " + job.lineage.Name(p.comm) +
-                  " are called in opposite orders: " + Ranks(p.ranks) + " call " + gy.api + " on " + b +
-                  " before " + gx.api + " on " + a + ", " + Ranks(q.ranks) + " the other way round";
+        f.op = gx.api_name;
+        f.ranks = q_ranks.ToVector();
+        f.title = "collectives on " + job.lineage.Name(x.comm) + " and " + job.lineage.Name(pcomm) +
+                  " are called in opposite orders: " + Ranks(p_ranks) + " call " + gy.api_name + " on " + b +
+                  " before " + gx.api_name + " on " + a + ", " + Ranks(q_ranks) + " the other way round";
         f.details.push_back("it completed this time because the library did not make the first call wait; "
                             "with larger messages or another transport it deadlocks");
         f.data["field"] = "order";
-        f.data["first"] = {{"comm", Hex(p.comm)}, {"comm_name", job.lineage.Name(p.comm)}, {"seq", p.seq}, {"ranks", p.ranks.ToVector()}};
-        f.data["second"] = {{"comm", Hex(x.comm)}, {"comm_name", job.lineage.Name(x.comm)}, {"seq", x.seq}, {"ranks", q.ranks.ToVector()}};
+        f.data["first"] = {{"comm", Hex(pcomm)}, {"comm_name", job.lineage.Name(pcomm)}, {"seq", pseq},
+                           {"ranks", p_ranks.ToVector()}};
+        f.data["second"] = {{"comm", Hex(x.comm)}, {"comm_name", job.lineage.Name(x.comm)}, {"seq", x.seq},
+                            {"ranks", q_ranks.ToVector()}};
         if (gx.call_site != 0) f.call_site = n.Site(gx.first_rank, gx.call_site);
         out->push_back({std::move(f), 0, sx.first_enter_abs});
       }
@@ -1029,7 +1097,7 @@ void CheckStragglers(const JobView& job, std::vector<RankedFinding>* out) {
   std::unordered_map<int32_t, std::vector<int64_t>> margins;
   for (const CollKey& key : job.collectives.SortedKeys()) {
     const CollSummary& s = *job.collectives.Find(key.comm, key.seq);
-    if (!s.blocking || s.timed < 2 || s.sigs.size() != 1 || s.min2_ns == INT64_MAX) continue;
+    if (!s.blocking || s.timed < 2 || s.sig_groups() != 1 || s.min2_ns == INT64_MAX) continue;
     const auto& members = job.lineage.Members(key.comm);
     if (members.size() < 2 || s.timed != members.size()) continue;
     margins[s.min1_rank].push_back(s.min2_ns - s.min1_ns);

@@ -42,6 +42,18 @@ struct JobView {
   const RankDigest* Rank(int32_t rank) const;
 };
 
+// A collective's summary with its rank sets rebuilt: who entered it, and the
+// ranks of every signature, output and predecessor group (collective_index.h
+// says why the index does not keep them). Costs a pass over the ranks; done
+// only for collectives that are reported.
+struct Expanded {
+  RankSet entered;
+  std::vector<SigGroup> sigs;   // with ranks and API names
+  std::vector<OutGroup> outs;
+  std::vector<PredClaim> preds;
+};
+Expanded Expand(const JobView& job, const CollKey& key, const CollSummary& s);
+
 // Findings ordered by kind, then by `score` (higher first), then by time.
 struct RankedFinding {
   Finding finding;

@@ -4,18 +4,6 @@
 
 namespace replay::analysis {
 
-RankSet CollSummary::Entered() const {
-  RankSet all;
-  for (const SigGroup& g : sigs) all.Merge(g.ranks);
-  return all;
-}
-
-size_t CollSummary::EnteredCount() const {
-  size_t n = 0;
-  for (const SigGroup& g : sigs) n += g.ranks.Count();
-  return n;
-}
-
 bool OutputsMustAgree(OpKind kind) {
   // Reductions to all, broadcasts and gathers to all leave the same bytes on
   // every member. (Reduce-scatter and all-to-all leave each rank its own part.)
@@ -34,7 +22,7 @@ CollSummary& CollectiveIndex::At(uint64_t comm, uint64_t seq) {
   } else {
     s = &c.far[seq];
   }
-  if (s->sigs.empty()) ++count_;
+  if (s->entered == 0) ++count_;
   return *s;
 }
 
@@ -51,29 +39,30 @@ void CollectiveIndex::Merge(RankDigest& d) {
     CollSummary* slot;
     if (e.seq >= 1 && e.seq <= per->by_seq.size()) {
       slot = &per->by_seq[e.seq - 1];
-      if (slot->sigs.empty()) ++count_;
+      if (slot->entered == 0) ++count_;
     } else {
       slot = &At(e.comm, e.seq);
     }
     CollSummary& s = *slot;
+    ++s.entered;
     SigGroup* g = nullptr;
-    for (SigGroup& candidate : s.sigs) {
-      if (candidate.hash == e.sig_hash) {
-        g = &candidate;
-        break;
+    if (s.sig.count == 0 || s.sig.hash == e.sig_hash) {
+      g = &s.sig;
+    } else {
+      for (SigGroup& other : s.other_sigs) {
+        if (other.hash == e.sig_hash) g = &other;
       }
+      if (g == nullptr) g = &s.other_sigs.emplace_back();
+      g->ranks.Add(r);
     }
-    if (g == nullptr) {
-      s.sigs.emplace_back();
-      g = &s.sigs.back();
+    if (g->count++ == 0) {
       g->sig = e.sig;
       g->hash = e.sig_hash;
     }
-    g->ranks.Add(r);
-    if (e.sig_changed) g->changed.Add(r);
+    g->changed = g->changed || e.sig_changed;
     if (r < g->first_rank) {
       g->first_rank = r;
-      g->api = d.Api(e.api);
+      g->api = e.api;
       g->call_site = e.call_site;
     }
     switch (e.state) {
@@ -84,22 +73,32 @@ void CollectiveIndex::Merge(RankDigest& d) {
     }
     s.blocking = s.blocking || e.blocking;
     if (e.has_out && e.state == CallState::kDone && OutputsMustAgree(e.sig.kind)) {
-      auto it = std::find_if(s.outs.begin(), s.outs.end(), [&](const OutGroup& o) { return o.hash == e.out_hash; });
-      if (it == s.outs.end()) {
-        s.outs.push_back(OutGroup{e.out_hash, {}});
-        it = s.outs.end() - 1;
+      if (s.out.count == 0 || s.out.hash == e.out_hash) {
+        s.out.hash = e.out_hash;
+        ++s.out.count;
+      } else {
+        auto it = std::find_if(s.other_outs.begin(), s.other_outs.end(),
+                               [&](const OutGroup& o) { return o.hash == e.out_hash; });
+        if (it == s.other_outs.end()) it = s.other_outs.insert(s.other_outs.end(), OutGroup{e.out_hash, 0, {}});
+        ++it->count;
+        it->ranks.Add(r);
       }
-      it->ranks.Add(r);
     }
     if (e.prev_comm != 0) {
-      auto it = std::find_if(s.preds.begin(), s.preds.end(), [&](const PredClaim& p) {
-        return p.comm == e.prev_comm && p.seq == e.prev_seq;
-      });
-      if (it == s.preds.end()) {
-        s.preds.push_back(PredClaim{e.prev_comm, e.prev_seq, {}});
-        it = s.preds.end() - 1;
+      if (s.pred.count == 0 || (s.pred.comm == e.prev_comm && s.pred.seq == e.prev_seq)) {
+        s.pred.comm = e.prev_comm;
+        s.pred.seq = e.prev_seq;
+        ++s.pred.count;
+      } else {
+        auto it = std::find_if(s.other_preds.begin(), s.other_preds.end(), [&](const PredClaim& p) {
+          return p.comm == e.prev_comm && p.seq == e.prev_seq;
+        });
+        if (it == s.other_preds.end()) {
+          it = s.other_preds.insert(s.other_preds.end(), PredClaim{e.prev_comm, e.prev_seq, 0, {}});
+        }
+        ++it->count;
+        it->ranks.Add(r);
       }
-      it->ranks.Add(r);
     }
     int64_t enter = d.Abs(e.enter_ns);
     if (enter < s.first_enter_abs || (enter == s.first_enter_abs && r < s.first_rank)) {
@@ -133,7 +132,7 @@ const CollSummary* CollectiveIndex::Find(uint64_t comm, uint64_t seq) const {
   } else if (auto f = c.far.find(seq); f != c.far.end()) {
     s = &f->second;
   }
-  return s != nullptr && !s->sigs.empty() ? s : nullptr;
+  return s != nullptr && s->entered > 0 ? s : nullptr;
 }
 
 std::vector<CollKey> CollectiveIndex::SortedKeys() const {
@@ -141,10 +140,10 @@ std::vector<CollKey> CollectiveIndex::SortedKeys() const {
   keys.reserve(count_);
   for (const auto& [comm, c] : comms_) {
     for (size_t i = 0; i < c.by_seq.size(); ++i) {
-      if (!c.by_seq[i].sigs.empty()) keys.push_back(CollKey{comm, i + 1});
+      if (c.by_seq[i].entered > 0) keys.push_back(CollKey{comm, i + 1});
     }
     for (const auto& [seq, s] : c.far) {
-      if (!s.sigs.empty()) keys.push_back(CollKey{comm, seq});
+      if (s.entered > 0) keys.push_back(CollKey{comm, seq});
     }
   }
   std::sort(keys.begin(), keys.end(), [](const CollKey& a, const CollKey& b) {

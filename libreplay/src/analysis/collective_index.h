@@ -1,11 +1,18 @@
 // collective_index.h: every collective of a job, matched across ranks by
 // (communicator identity, sequence number), as compact summaries.
 //
-// Ranks are merged one at a time, in any order; a summary holds sets of ranks
-// and the few distinct values seen (signatures, output fingerprints, which
-// collective came before), never one record per rank, so the index grows with
-// the collectives of the job and not with its ranks times its events. The
-// result does not depend on the order ranks were merged in.
+// Ranks are merged one at a time, in any order; a summary holds counts and the
+// few distinct values seen (signatures, output fingerprints, which collective
+// came before), never one record per rank, so the index grows with the
+// collectives of the job and not with its ranks times its events.
+//
+// The common case costs no set of ranks at all: the first value seen is kept
+// with a count, and only values after it (a mismatch, a differing result)
+// keep the ranks that had them. Who entered a collective need not be stored
+// either: a rank numbers the collectives of a communicator 1, 2, 3, ..., so it
+// entered (comm, seq) exactly when its last sequence number on comm is at
+// least seq (RankDigest::last_seq). The checks rebuild the full sets where
+// they report something (checks.cpp, Expand).
 //
 // Not synchronised: the caller serialises Merge calls; reads after the last
 // Merge may come from any thread.
@@ -32,33 +39,41 @@ struct CollKey {
 struct SigGroup {
   CollSignature sig;
   uint64_t hash = 0;
-  RankSet ranks;
-  RankSet changed;             // ranks whose call site did something else last time
+  uint32_t count = 0;
+  bool changed = false;        // some rank's call site did something else the time before
   int32_t first_rank = std::numeric_limits<int32_t>::max();
-  std::string api;             // as the first rank named it
-  uint64_t call_site = 0;      // on the first rank
+  uint16_t api = 0;            // index into first_rank's API table
+  uint64_t call_site = 0;      // on first_rank
+  RankSet ranks;               // kept for the groups after the first only
+  std::string api_name;        // filled where reported (checks.cpp, Expand)
 };
 
 struct OutGroup {
   uint64_t hash = 0;
-  RankSet ranks;
+  uint32_t count = 0;
+  RankSet ranks;               // after the first only
 };
 
 // Ranks whose previous blocking collective on another communicator was (comm, seq).
 struct PredClaim {
   uint64_t comm = 0;
   uint64_t seq = 0;
-  RankSet ranks;
+  uint32_t count = 0;
+  RankSet ranks;               // after the first only
 };
 
 struct CollSummary {
-  std::vector<SigGroup> sigs;  // one in a healthy job
-  RankSet stuck;               // entered and never got out
-  RankSet in_progress;         // live: entered, not (yet) stuck
-  RankSet pending;             // non-blocking, not completed, not waited for
-  std::vector<OutGroup> outs;  // output fingerprints, where outputs must agree
-  std::vector<PredClaim> preds;
-  bool blocking = false;       // some rank called it blocking
+  uint32_t entered = 0;              // ranks that entered it; 0: no rank did
+  SigGroup sig;                      // the first call signature seen
+  std::vector<SigGroup> other_sigs;  // empty in a healthy job
+  RankSet stuck;                     // entered and never got out
+  RankSet in_progress;               // in it for less than the minimum wait
+  RankSet pending;                   // non-blocking, not completed, not waited for
+  OutGroup out;                      // output fingerprints, where outputs must agree
+  std::vector<OutGroup> other_outs;
+  PredClaim pred;
+  std::vector<PredClaim> other_preds;
+  bool blocking = false;             // some rank called it blocking
   int64_t first_enter_abs = std::numeric_limits<int64_t>::max();
   int32_t first_rank = -1;
   int64_t last_enter_abs = std::numeric_limits<int64_t>::min();
@@ -67,10 +82,9 @@ struct CollSummary {
   int64_t min1_ns = std::numeric_limits<int64_t>::max();
   int64_t min2_ns = std::numeric_limits<int64_t>::max();
   int32_t min1_rank = -1;
-  uint32_t timed = 0;          // ranks with a duration
+  uint32_t timed = 0;                // ranks with a duration
 
-  RankSet Entered() const;
-  size_t EnteredCount() const;
+  size_t sig_groups() const { return (sig.count > 0 ? 1 : 0) + other_sigs.size(); }
 };
 
 // Whether ranks must all receive the same bytes from a collective of `kind`.

@@ -197,9 +197,9 @@ RankDiff DiffRank(const RankReader& ra, const RankReader& rb, const DiffOptions&
       ++k;
     }
     if (k == ea.size() && k == eb.size()) continue;
-    int64_t time = INT64_MAX;
-    if (k < ea.size()) time = std::min(time, ea[k]->time_ns);
-    if (k < eb.size()) time = std::min(time, eb[k]->time_ns);
+    // Earliest in the run: A's event, or B's where A has ended.
+    int64_t time = k < ea.size() ? ea[k]->time_ns : eb[k]->time_ns;
+    int64_t realtime = k < ea.size() ? ra.header().start_realtime_ns + time : rb.header().start_realtime_ns + time;
     if (d.diverged && time >= d.time_ns) continue;
     RankDiff x;
     x.rank = d.rank;
@@ -209,6 +209,7 @@ RankDiff DiffRank(const RankReader& ra, const RankReader& rb, const DiffOptions&
     x.thread = t;
     x.matched = k;
     x.time_ns = time;
+    x.realtime_ns = realtime;
     size_t from = k > static_cast<size_t>(options.context) ? k - static_cast<size_t>(options.context) : 0;
     for (size_t i = from; i < k; ++i) x.before.push_back(View(*ea[i], ra.header()));
     if (k < ea.size()) x.a = View(*ea[k], ra.header());
@@ -320,8 +321,8 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
   }
   int64_t earliest = INT64_MAX;
   for (const RankDiff& r : report.ranks) {
-    if (r.diverged && r.time_ns < earliest) {
-      earliest = r.time_ns;
+    if (r.diverged && r.realtime_ns < earliest) {
+      earliest = r.realtime_ns;
       report.first_rank = r.rank;
     }
   }
@@ -351,6 +352,7 @@ nlohmann::json DiffReportToJson(const DiffReport& r) {
       x["thread"] = d.thread;
       x["matched"] = d.matched;
       x["time_ns"] = d.time_ns;
+      x["realtime_ns"] = d.realtime_ns;
       x["what"] = d.what;
       x["fields"] = d.fields;
       x["before"] = nlohmann::json::array();

@@ -152,6 +152,7 @@ class Scanner {
     int64_t coll = -1;            // its collective entry, if it is a blocking one
     uint64_t last_comm = 0, last_seq = 0;    // its last blocking collective
     uint64_t other_comm = 0, other_seq = 0;  // the last one before on another communicator
+    uint64_t prev_key = 0;                   // its previous call (SiteKeys::Key); 0 none
   };
 
   // Consecutive calls are mostly on one communicator: the last lookup is kept.
@@ -214,15 +215,15 @@ class Scanner {
     return c;
   }
 
-  void NoteTransition(const Event& e) {
-    uint64_t key = sites_.Key(e, e.op.kind, e.op.api);
-    if (have_prev_key_) {
-      uint64_t t = HashCombine(prev_key_, key);
-      ++d_.transitions[t];
-      recent_[recent_count_++ % kRecentTransitions] = t;
+  // Pairs of consecutive calls of one thread (threads interleave at random).
+  void NoteTransition(const Event& e, Thread& t) {
+    uint64_t key = sites_.Key(e, e.op.kind, e.op.api) | 1;  // never 0
+    if (t.prev_key != 0) {
+      uint64_t pair = HashCombine(t.prev_key, key);
+      ++d_.transitions[pair];
+      recent_[recent_count_++ % kRecentTransitions] = pair;
     }
-    prev_key_ = key;
-    have_prev_key_ = true;
+    t.prev_key = key;
   }
 
   void Visit(const Event& e) {
@@ -254,8 +255,8 @@ class Scanner {
 
   void OnOp(const Event& e) {
     const OpEvent& op = e.op;
-    NoteTransition(e);
     Thread& t = ThreadOf(e.thread);
+    NoteTransition(e, t);
     t.open = &e;
     t.coll = -1;
     d_.last_call = CallOf(e);
@@ -488,8 +489,6 @@ class Scanner {
   Thread* cached_thread_ = nullptr;
   std::unordered_map<uint64_t, size_t> channel_index_;
   std::unordered_map<uint64_t, uint64_t> last_sig_at_site_;
-  uint64_t prev_key_ = 0;
-  bool have_prev_key_ = false;
   uint64_t recent_[kRecentTransitions] = {};
   size_t recent_count_ = 0;
   bool received_nan_ = false;

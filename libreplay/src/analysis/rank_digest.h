@@ -167,8 +167,8 @@ struct RankDigest {
   std::optional<NanOrigin> nan_origin;
   std::string last_mark;
 
-  // Control flow: how often each pair of consecutive calls (by call site and
-  // API) occurred, and the pairs among this rank's last calls.
+  // Control flow: how often each pair of consecutive calls of one thread (by
+  // call site and API) occurred, and the pairs among this rank's last calls.
   std::unordered_map<uint64_t, uint32_t> transitions;
   std::vector<uint64_t> recent_transitions;
 

@@ -1,0 +1,219 @@
+// replay drive DIR [--ranks LIST] [--payload recorded|synthetic] [--timeout S]
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "command.h"
+#include "launch.h"
+#include "replay/check.h"
+#include "replay/event_format.h"
+#include "replay/trace_reader.h"
+#include "term.h"
+
+namespace replay::cli {
+namespace {
+
+constexpr const char* kHelp = R"(Re-issue the recorded MPI communication of a job without the application:
+one process per recorded rank (started with mpirun and the recorded world
+size) makes the same calls in the same order, on communicators created the same
+way, with synthetic data or, for point-to-point messages, the bytes the
+receivers recorded (--payload recorded, needs level data). A recorded hang or
+mismatch happens again, without the program that caused it; a clean trace
+completes. The drive records itself; at the end `replay drive` reports what
+its own run shows (as `replay check` would: who waits on whom, which call
+mismatched) and its time in communication against the recording's.
+
+--ranks LIST re-issues only those ranks' communication; what involves the
+other ranks is served from the trace (not re-issued). --timeout S (default 60)
+ends a drive that hangs.
+
+Not re-issued, and said so: one-sided communication, neighbourhood and
+alltoallw collectives, intercommunicators.
+
+Exit status: 0 the drive completed cleanly, 1 it reproduced a problem (a hang,
+a mismatch, an error), 2 bad arguments or an unreadable trace.)";
+
+struct Options {
+  std::string dir;
+  std::string ranks;
+  std::string payload = "synthetic";
+  double timeout_s = 60;
+  std::string keep;
+};
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// Communication time per rank: the sum over calls of return minus entry.
+std::map<int, int64_t> CommTime(const TraceReader& t) {
+  std::map<int, int64_t> out;
+  for (size_t i = 0; i < t.ranks().size(); ++i) {
+    auto r = t.OpenRank(i);
+    if (!r.ok()) continue;
+    std::map<uint32_t, int64_t> entered;
+    int64_t total = 0;
+    for (const Event& e : (*r)->events()) {
+      if (e.kind == EventKind::kOp && e.op.kind != OpKind::kInit && e.op.kind != OpKind::kFinalize) {
+        entered[e.thread] = e.time_ns;
+      }
+      if (e.kind == EventKind::kReturn) {
+        auto it = entered.find(e.thread);
+        if (it != entered.end()) {
+          total += e.time_ns - it->second;
+          entered.erase(it);
+        }
+      }
+    }
+    out[(*r)->rank()] = total;
+  }
+  return out;
+}
+
+int Run(const Options& opt) {
+  auto trace = TraceReader::Open(opt.dir);
+  if (!trace.ok()) return Fail("drive", trace.status());
+  size_t world = (*trace)->ranks().size();
+  if (opt.payload != "recorded" && opt.payload != "synthetic") {
+    return Fail("drive", "--payload " + opt.payload + " is not one of recorded, synthetic");
+  }
+  if (opt.payload == "recorded" && (*trace)->manifest() && (*trace)->manifest()->level != Level::kData) {
+    return Fail("drive", "--payload recorded needs a trace recorded at level data (replay record --level data)");
+  }
+  std::string lib = FindInterposer();
+  std::string driver = SelfDir() + "/replay-drive";
+  if (lib.empty() || access(driver.c_str(), X_OK) != 0) {
+    return Fail("drive", "cannot find replay-drive and libreplay_interpose.so next to the replay binary");
+  }
+  std::string out = opt.keep;
+  if (out.empty()) {
+    char tmpl[] = "/tmp/replay-drive-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Fail("drive", "cannot create a directory in /tmp");
+    out = tmpl;
+  }
+  out = AbsolutePath(out);
+  std::string drive_trace = out + "/trace";
+
+  PrependEnv("LD_PRELOAD", lib, ':');
+  setenv("REPLAY_DIR", drive_trace.c_str(), 1);
+  setenv("REPLAY_LEVEL", "meta", 1);
+  setenv("REPLAY_TRACE_UUID", UuidToString(NewUuid()).c_str(), 1);
+  unsetenv("REPLAY_MODE");
+  PrependEnv("OMPI_MCA_mca_base_env_list", "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID", ';');
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(world), "--oversubscribe", driver,
+                                  AbsolutePath(opt.dir), "--payload", opt.payload};
+  if (!opt.ranks.empty()) {
+    cmd.push_back("--ranks");
+    cmd.push_back(opt.ranks);
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  pid_t child = fork();
+  if (child < 0) return Fail("drive", std::string("cannot start mpirun: ") + std::strerror(errno));
+  if (child == 0) {
+    std::vector<char*> argv;
+    for (std::string& a : cmd) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "replay drive: cannot run mpirun: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  bool timed_out = false;
+  for (;;) {
+    pid_t w = waitpid(child, &status, WNOHANG);
+    if (w == child) break;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!timed_out && elapsed > opt.timeout_s) {
+      timed_out = true;
+      kill(child, SIGTERM);  // mpirun passes it on: the ranks close their traces
+    }
+    if (timed_out && elapsed > opt.timeout_s + 20) kill(child, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Ranks may still be closing their traces after mpirun is gone.
+  for (int i = 0; i < 50; ++i) {
+    auto t = TraceReader::Open(drive_trace);
+    bool running = false;
+    if (t.ok()) {
+      for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
+    }
+    if (!running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  std::printf("%s %s: %zu ranks, %s after %.1f s\n", Paint(Color::kBold, "replay drive").c_str(), opt.dir.c_str(),
+              world, timed_out ? Paint(Color::kRed, "hung (stopped by --timeout)").c_str()
+                               : (ExitCodeOf(status) == 0 ? "completed" : Paint(Color::kRed, "failed").c_str()),
+              wall);
+  auto driven = TraceReader::Open(drive_trace);
+  if (!driven.ok()) {
+    std::printf("  the drive left no trace of its own (%s)\n", driven.status().message().c_str());
+    return ExitCodeOf(status) == 0 && !timed_out ? kExitOk : kExitFindings;
+  }
+  CheckOptions copt;
+  copt.min_wait_ns = 100'000'000;
+  auto report = CheckTrace(**driven, copt);
+  int rc = timed_out || ExitCodeOf(status) != 0 ? kExitFindings : kExitOk;
+  if (report.ok()) {
+    for (const Finding& f : report->findings) {
+      if (f.kind == FindingKind::kStraggler) continue;  // timing of a drive says nothing of the job
+      rc = kExitFindings;
+      std::printf("\n  %s %s\n", Paint(Color::kYellow, std::string(FindingKindName(f.kind))).c_str(),
+                  f.title.c_str());
+      for (const std::string& d : f.details) std::printf("     %s\n", d.c_str());
+    }
+    if (rc == kExitFindings) {
+      std::printf("\n  who waits on whom when the drive stopped:\n");
+      for (const RankState& s : report->ranks) std::printf("    rank %-4d %s\n", s.rank, s.doing.c_str());
+    }
+  }
+  // Time in communication: the drive against the recording.
+  auto recorded = CommTime(**trace);
+  auto now = CommTime(**driven);
+  std::printf("\n  time in communication per rank (drive / recording):\n");
+  for (const auto& [rank, ns] : recorded) {
+    auto it = now.find(rank);
+    double d = it != now.end() ? static_cast<double>(it->second) / 1e9 : 0;
+    std::printf("    rank %-4d %8.3f s / %8.3f s\n", rank, d, static_cast<double>(ns) / 1e9);
+  }
+  if (opt.keep.empty()) {
+    std::string rm = "rm -rf '" + out + "'";
+    (void)!std::system(rm.c_str());
+  } else {
+    std::printf("\n  the drive's own trace: %s\n", drive_trace.c_str());
+  }
+  return rc;
+}
+
+}  // namespace
+
+void AddDriveCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("drive", "Re-issue a trace's communication without the application");
+  cmd->footer(kHelp);
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("DIR", opt->dir, "Trace directory")->required();
+  cmd->add_option("--ranks", opt->ranks, "Re-issue only these ranks (e.g. 0,2); the rest is served from the trace");
+  cmd->add_option("--payload", opt->payload, "recorded or synthetic (default) message bytes");
+  cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)");
+  cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
+  cmd->callback([=] { *exit_code = Run(*opt); });
+}
+
+}  // namespace replay::cli

@@ -1,0 +1,658 @@
+// replay-drive: re-issues one rank's recorded MPI communication, without the
+// application. Started by `replay drive` under mpirun, one process per recorded
+// rank: each reads its rank's events and makes the same calls, in the same
+// order, on communicators created the same way, with synthetic data (or, for
+// point-to-point messages, the bytes the receiver recorded). Hangs and
+// mismatches of the recording happen again; `replay drive` records this run
+// and reports what went wrong in it.
+//
+// Usage (under mpirun): replay-drive DIR [--ranks LIST] [--payload recorded|synthetic]
+//
+// Not re-issued (counted and reported): one-sided communication, neighbourhood
+// collectives and intercommunicators. Events of all of a rank's threads are
+// issued from one thread, in the recorded order.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "replay/event.h"
+#include "replay/trace_reader.h"
+
+namespace replay::drive {
+namespace {
+
+struct Options {
+  std::string dir;
+  std::set<int> live;  // empty: all
+  bool recorded_payloads = false;
+};
+
+MPI_Datatype TypeOf(DataType t, uint32_t size) {
+  switch (t) {
+    case DataType::kInt8: return MPI_SIGNED_CHAR;
+    case DataType::kUint8: return MPI_UNSIGNED_CHAR;
+    case DataType::kInt16: return MPI_SHORT;
+    case DataType::kUint16: return MPI_UNSIGNED_SHORT;
+    case DataType::kInt32: return MPI_INT;
+    case DataType::kUint32: return MPI_UNSIGNED;
+    case DataType::kInt64: return MPI_LONG_LONG;
+    case DataType::kUint64: return MPI_UNSIGNED_LONG_LONG;
+    case DataType::kFloat32: return MPI_FLOAT;
+    case DataType::kFloat64: return MPI_DOUBLE;
+    case DataType::kFloat128: return MPI_LONG_DOUBLE;
+    case DataType::kComplex64: return MPI_C_FLOAT_COMPLEX;
+    case DataType::kComplex128: return MPI_C_DOUBLE_COMPLEX;
+    case DataType::kBool: return MPI_C_BOOL;
+    case DataType::kPair: return size == 8 ? MPI_2INT : MPI_DOUBLE_INT;
+    default: return MPI_BYTE;
+  }
+}
+
+MPI_Op OpOf(RedOp op) {
+  switch (op) {
+    case RedOp::kProd: return MPI_PROD;
+    case RedOp::kMax: return MPI_MAX;
+    case RedOp::kMin: return MPI_MIN;
+    case RedOp::kLand: return MPI_LAND;
+    case RedOp::kLor: return MPI_LOR;
+    case RedOp::kLxor: return MPI_LXOR;
+    case RedOp::kBand: return MPI_BAND;
+    case RedOp::kBor: return MPI_BOR;
+    case RedOp::kBxor: return MPI_BXOR;
+    case RedOp::kMinloc: return MPI_MINLOC;
+    case RedOp::kMaxloc: return MPI_MAXLOC;
+    case RedOp::kReplace: return MPI_REPLACE;
+    default: return MPI_SUM;  // sum, avg and user-defined reductions
+  }
+}
+
+// Buffers a non-blocking operation must keep until it completes.
+struct Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> send, recv;
+  std::vector<int> counts_a, displs_a, counts_b, displs_b;
+};
+
+class Driver {
+ public:
+  Driver(const Options& opt, std::unique_ptr<RankReader> reader, std::unique_ptr<TraceReader> trace, int rank,
+         int size)
+      : opt_(opt), reader_(std::move(reader)), trace_(std::move(trace)), rank_(rank), size_(size) {}
+
+  int Run();
+
+ private:
+  const RankHeader& header() const { return reader_->header(); }
+  bool Live(int world_rank) const { return opt_.live.empty() || opt_.live.count(world_rank) != 0; }
+  // A communication whose members are all live is issued; others are served
+  // from the trace (skipped here).
+  bool AllLive(uint64_t comm) const {
+    auto it = members_.find(comm);
+    if (it == members_.end()) return true;
+    for (int r : it->second) {
+      if (!Live(r)) return false;
+    }
+    return true;
+  }
+  MPI_Comm Comm(uint64_t id) const {
+    auto it = comms_.find(id);
+    return it == comms_.end() ? MPI_COMM_NULL : it->second;
+  }
+  void CreateComm(size_t op_index);
+  void Collective(const Event& e, bool has_ret);
+  void PointToPoint(size_t op_index);
+  std::vector<char> Synthetic(size_t bytes) const {
+    std::vector<char> b(bytes);
+    for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<char>((i * 131 + static_cast<size_t>(rank_)) & 0x3f);
+    return b;
+  }
+  std::vector<char> SendBytes(const OpEvent& op, size_t bytes);
+  const Event* ReturnOf(size_t op_index) const;
+  void Note(const std::string& what) { skipped_[what]++; }
+
+  Options opt_;
+  std::unique_ptr<RankReader> reader_;
+  std::unique_ptr<TraceReader> trace_;
+  int rank_;
+  int size_;
+  std::map<uint64_t, MPI_Comm> comms_;
+  std::map<uint64_t, std::vector<int>> members_;
+  std::map<uint64_t, std::unique_ptr<Pending>> requests_;  // recorded request id
+  std::map<std::string, int> skipped_;
+  std::map<int, std::unique_ptr<RankReader>> peers_;  // --payload recorded: receivers' traces
+  int issued_ = 0;
+  int errors_ = 0;
+};
+
+const Event* Driver::ReturnOf(size_t i) const {
+  const std::vector<Event>& ev = reader_->events();
+  uint32_t thread = ev[i].thread;
+  for (size_t j = i + 1; j < ev.size(); ++j) {
+    if (ev[j].thread != thread) continue;
+    if (ev[j].kind == EventKind::kReturn && ev[j].ret.api == ev[i].op.api) return &ev[j];
+    if (ev[j].kind == EventKind::kOp) return nullptr;
+  }
+  return nullptr;
+}
+
+// The bytes a send carries: synthetic, or what its receiver recorded getting.
+std::vector<char> Driver::SendBytes(const OpEvent& op, size_t bytes) {
+  if (!opt_.recorded_payloads || op.peer < 0) return Synthetic(bytes);
+  auto members = members_.find(op.comm);
+  int peer_world = members != members_.end() && op.peer < static_cast<int>(members->second.size())
+                       ? members->second[static_cast<size_t>(op.peer)]
+                       : op.peer;
+  auto it = peers_.find(peer_world);
+  if (it == peers_.end()) {
+    const RankEntry* e = trace_->FindRank(peer_world);
+    if (e == nullptr) return Synthetic(bytes);
+    auto r = RankReader::Open(e->dir);
+    if (!r.ok()) return Synthetic(bytes);
+    it = peers_.emplace(peer_world, std::move(r).value()).first;
+  }
+  // The receiver's completion or return with this message's sequence number from us.
+  int my_rank_in_comm = -1;
+  if (members != members_.end()) {
+    for (size_t k = 0; k < members->second.size(); ++k) {
+      if (members->second[k] == rank_) my_rank_in_comm = static_cast<int>(k);
+    }
+  }
+  for (const Event& e : it->second->events()) {
+    uint64_t hash = 0, size = 0;
+    if (e.kind == EventKind::kReturn && e.ret.comm == op.comm && e.ret.source == my_rank_in_comm &&
+        e.ret.peer_seq == op.peer_seq) {
+      hash = e.ret.payload_hash;
+      size = e.ret.payload_size;
+    } else if (e.kind == EventKind::kCompletion && e.completion.comm == op.comm &&
+               e.completion.source == my_rank_in_comm && e.completion.peer_seq == op.peer_seq) {
+      hash = e.completion.payload_hash;
+      size = e.completion.payload_size;
+    }
+    if (size == 0) continue;
+    auto bytes_or = it->second->Payload(hash);
+    if (!bytes_or.ok()) break;
+    std::vector<char> out(bytes);
+    std::memcpy(out.data(), bytes_or->data(), std::min<size_t>(bytes, bytes_or->size()));
+    return out;
+  }
+  return Synthetic(bytes);
+}
+
+void Driver::CreateComm(size_t i) {
+  const std::vector<Event>& ev = reader_->events();
+  const Event& op = ev[i];
+  std::string api = header().ApiName(op.op.api);
+  MPI_Comm parent = Comm(op.op.comm);
+  // The communicator this rank got, if any: the comm_create after the return.
+  const Event* created = nullptr;
+  for (size_t j = i + 1; j < ev.size(); ++j) {
+    if (ev[j].thread != op.thread) continue;
+    if (ev[j].kind == EventKind::kCommCreate) {
+      created = &ev[j];
+      break;
+    }
+    if (ev[j].kind == EventKind::kOp) break;
+  }
+  if (created != nullptr && (created->comm_create.flags & comm_flags::kInter)) {
+    Note(api + " (intercommunicator)");
+    return;
+  }
+  if (parent == MPI_COMM_NULL && api != "MPI_Comm_create_group") {
+    Note(api + " on an unknown communicator");
+    return;
+  }
+  MPI_Comm out = MPI_COMM_NULL;
+  if (api == "MPI_Comm_create_group") {
+    if (created == nullptr) return;
+    MPI_Group world, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> members(created->list.begin(), created->list.end());
+    MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group);
+    MPI_Comm_create_group(MPI_COMM_WORLD, group, static_cast<int>(op.op.tag), &out);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+  } else if (api == "MPI_Comm_dup" || api == "MPI_Comm_dup_with_info" || api == "MPI_Comm_idup") {
+    ++issued_;
+    if (MPI_Comm_dup(parent, &out) != MPI_SUCCESS) ++errors_;
+  } else {
+    // Any other creation collective over the parent is a split: the new
+    // communicator's recorded colour (or identity) its colour, the recorded
+    // rank its key. A split keeps the recorded lineage, so the drive's
+    // communicators have the recording's names.
+    int color = MPI_UNDEFINED;
+    if (created != nullptr) {
+      color = api == "MPI_Comm_split" && created->comm_create.color >= 0
+                  ? static_cast<int>(created->comm_create.color)
+                  : static_cast<int>(created->comm_create.comm & 0x3fffffff);
+    }
+    int key = created != nullptr ? created->comm_create.rank : 0;
+    ++issued_;
+    if (MPI_Comm_split(parent, color, key, &out) != MPI_SUCCESS) ++errors_;
+  }
+  if (created != nullptr && out != MPI_COMM_NULL) {
+    comms_[created->comm_create.comm] = out;
+    members_[created->comm_create.comm] = std::vector<int>(created->list.begin(), created->list.end());
+  }
+}
+
+void Driver::Collective(const Event& e, bool has_ret) {
+  const OpEvent& op = e.op;
+  MPI_Comm comm = Comm(op.comm);
+  std::string api = header().ApiName(op.api);
+  if (comm == MPI_COMM_NULL) {
+    Note(api + " on an unknown communicator");
+    return;
+  }
+  if (!Live(rank_) || !AllLive(op.comm)) {
+    Note(api + " with ranks served from the trace");
+    return;
+  }
+  int csize = 0, crank = 0;
+  MPI_Comm_size(comm, &csize);
+  MPI_Comm_rank(comm, &crank);
+  const size_t esize = std::max<uint32_t>(op.dtype_size, 1);
+  MPI_Datatype type = TypeOf(op.dtype, op.dtype_size);
+  size_t tsize = 1;
+  {
+    int s = 1;
+    MPI_Type_size(type, &s);
+    tsize = static_cast<size_t>(s);
+  }
+  // Derived or unknown types travel as bytes.
+  int64_t count = op.count;
+  if (type == MPI_BYTE && esize > 1) count *= static_cast<int64_t>(esize);
+  const size_t unit = type == MPI_BYTE ? 1 : tsize;
+  const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+  auto p = std::make_unique<Pending>();
+  MPI_Request* req = nonblocking ? &p->request : nullptr;
+  MPI_Op redop = OpOf(op.redop);
+  const int n = csize;
+  auto list_counts = [&](size_t from, std::vector<int>* counts, std::vector<int>* displs) {
+    counts->assign(static_cast<size_t>(n), 0);
+    displs->assign(static_cast<size_t>(n), 0);
+    int disp = 0;
+    for (int k = 0; k < n && from + static_cast<size_t>(k) < e.list.size(); ++k) {
+      (*counts)[static_cast<size_t>(k)] = static_cast<int>(e.list[from + static_cast<size_t>(k)]);
+      (*displs)[static_cast<size_t>(k)] = disp;
+      disp += (*counts)[static_cast<size_t>(k)];
+    }
+    return static_cast<size_t>(disp);
+  };
+  int rc = MPI_SUCCESS;
+  int c = static_cast<int>(std::max<int64_t>(count, 0));
+  int rcount = static_cast<int>(op.recv_count > 0 ? op.recv_count : count);
+  switch (op.kind) {
+    case OpKind::kBarrier:
+      rc = nonblocking ? MPI_Ibarrier(comm, req) : MPI_Barrier(comm);
+      break;
+    case OpKind::kBcast:
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      rc = nonblocking ? MPI_Ibcast(p->send.data(), c, type, op.root, comm, req)
+                       : MPI_Bcast(p->send.data(), c, type, op.root, comm);
+      break;
+    case OpKind::kReduce:
+    case OpKind::kAllreduce:
+    case OpKind::kScan:
+    case OpKind::kExscan:
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      p->recv.resize(static_cast<size_t>(c) * unit);
+      if (op.kind == OpKind::kReduce) {
+        rc = nonblocking ? MPI_Ireduce(p->send.data(), p->recv.data(), c, type, redop, op.root, comm, req)
+                         : MPI_Reduce(p->send.data(), p->recv.data(), c, type, redop, op.root, comm);
+      } else if (op.kind == OpKind::kAllreduce) {
+        rc = nonblocking ? MPI_Iallreduce(p->send.data(), p->recv.data(), c, type, redop, comm, req)
+                         : MPI_Allreduce(p->send.data(), p->recv.data(), c, type, redop, comm);
+      } else if (op.kind == OpKind::kScan) {
+        rc = nonblocking ? MPI_Iscan(p->send.data(), p->recv.data(), c, type, redop, comm, req)
+                         : MPI_Scan(p->send.data(), p->recv.data(), c, type, redop, comm);
+      } else {
+        rc = nonblocking ? MPI_Iexscan(p->send.data(), p->recv.data(), c, type, redop, comm, req)
+                         : MPI_Exscan(p->send.data(), p->recv.data(), c, type, redop, comm);
+      }
+      break;
+    case OpKind::kGather:
+    case OpKind::kAllgather:
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      p->recv.resize(static_cast<size_t>(rcount) * unit * static_cast<size_t>(n));
+      if (op.kind == OpKind::kGather) {
+        rc = nonblocking
+                 ? MPI_Igather(p->send.data(), c, type, p->recv.data(), rcount, type, op.root, comm, req)
+                 : MPI_Gather(p->send.data(), c, type, p->recv.data(), rcount, type, op.root, comm);
+      } else {
+        rc = nonblocking ? MPI_Iallgather(p->send.data(), c, type, p->recv.data(), rcount, type, comm, req)
+                         : MPI_Allgather(p->send.data(), c, type, p->recv.data(), rcount, type, comm);
+      }
+      break;
+    case OpKind::kScatter: {
+      int per = op.recv_count > 0 ? static_cast<int>(op.recv_count) : (n > 0 ? c / n : 0);
+      p->send = Synthetic(static_cast<size_t>(per) * unit * static_cast<size_t>(n));
+      p->recv.resize(static_cast<size_t>(per) * unit);
+      rc = nonblocking ? MPI_Iscatter(p->send.data(), per, type, p->recv.data(), per, type, op.root, comm, req)
+                       : MPI_Scatter(p->send.data(), per, type, p->recv.data(), per, type, op.root, comm);
+      break;
+    }
+    case OpKind::kAlltoall: {
+      int per = n > 0 ? c / n : 0;
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      p->recv.resize(static_cast<size_t>(c) * unit);
+      rc = nonblocking ? MPI_Ialltoall(p->send.data(), per, type, p->recv.data(), per, type, comm, req)
+                       : MPI_Alltoall(p->send.data(), per, type, p->recv.data(), per, type, comm);
+      break;
+    }
+    case OpKind::kGatherv:
+    case OpKind::kAllgatherv: {
+      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      p->recv.resize(std::max<size_t>(total, 1) * unit);
+      if (op.kind == OpKind::kGatherv) {
+        rc = nonblocking ? MPI_Igatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
+                                        p->displs_a.data(), type, op.root, comm, req)
+                         : MPI_Gatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
+                                       p->displs_a.data(), type, op.root, comm);
+      } else {
+        rc = nonblocking ? MPI_Iallgatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
+                                           p->displs_a.data(), type, comm, req)
+                         : MPI_Allgatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
+                                          p->displs_a.data(), type, comm);
+      }
+      break;
+    }
+    case OpKind::kScatterv: {
+      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
+      p->send = Synthetic(std::max<size_t>(total, 1) * unit);
+      int per = static_cast<int>(op.recv_count);
+      p->recv.resize(static_cast<size_t>(std::max(per, 1)) * unit);
+      rc = nonblocking ? MPI_Iscatterv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type, p->recv.data(),
+                                       per, type, op.root, comm, req)
+                       : MPI_Scatterv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type, p->recv.data(),
+                                      per, type, op.root, comm);
+      break;
+    }
+    case OpKind::kAlltoallv: {
+      size_t st = list_counts(0, &p->counts_a, &p->displs_a);
+      size_t rt = list_counts(static_cast<size_t>(n), &p->counts_b, &p->displs_b);
+      p->send = Synthetic(std::max<size_t>(st, 1) * unit);
+      p->recv.resize(std::max<size_t>(rt, 1) * unit);
+      rc = nonblocking ? MPI_Ialltoallv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type,
+                                        p->recv.data(), p->counts_b.data(), p->displs_b.data(), type, comm, req)
+                       : MPI_Alltoallv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type,
+                                       p->recv.data(), p->counts_b.data(), p->displs_b.data(), type, comm);
+      break;
+    }
+    case OpKind::kReduceScatter: {
+      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
+      p->send = Synthetic(std::max<size_t>(total, 1) * unit);
+      p->recv.resize(static_cast<size_t>(std::max(p->counts_a[static_cast<size_t>(crank)], 1)) * unit);
+      rc = nonblocking ? MPI_Ireduce_scatter(p->send.data(), p->recv.data(), p->counts_a.data(), type, redop, comm, req)
+                       : MPI_Reduce_scatter(p->send.data(), p->recv.data(), p->counts_a.data(), type, redop, comm);
+      break;
+    }
+    case OpKind::kReduceScatterBlock: {
+      int per = n > 0 ? c / n : 0;
+      p->send = Synthetic(static_cast<size_t>(c) * unit);
+      p->recv.resize(static_cast<size_t>(std::max(per, 1)) * unit);
+      rc = nonblocking ? MPI_Ireduce_scatter_block(p->send.data(), p->recv.data(), per, type, redop, comm, req)
+                       : MPI_Reduce_scatter_block(p->send.data(), p->recv.data(), per, type, redop, comm);
+      break;
+    }
+    default:
+      Note(api);
+      return;
+  }
+  ++issued_;
+  if (rc != MPI_SUCCESS) ++errors_;
+  (void)has_ret;
+  if (nonblocking && op.request != 0) requests_[op.request] = std::move(p);
+}
+
+void Driver::PointToPoint(size_t i) {
+  const Event& e = reader_->events()[i];
+  const OpEvent& op = e.op;
+  std::string api = header().ApiName(op.api);
+  MPI_Comm comm = Comm(op.comm);
+  if (comm == MPI_COMM_NULL) {
+    Note(api + " on an unknown communicator");
+    return;
+  }
+  const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+  if (!Live(rank_)) return;  // a rank served from the trace only helps create communicators
+  auto peer_live = [&](int peer) {
+    auto m = members_.find(op.comm);
+    if (peer < 0 || m == members_.end() || peer >= static_cast<int>(m->second.size())) return true;
+    return Live(m->second[static_cast<size_t>(peer)]);
+  };
+  MPI_Datatype type = TypeOf(op.dtype, op.dtype_size);
+  int64_t count = op.count;
+  if (type == MPI_BYTE && op.dtype_size > 1) count *= op.dtype_size;
+  int tsize = 1;
+  MPI_Type_size(type, &tsize);
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 0)) * static_cast<size_t>(tsize);
+  int c = static_cast<int>(std::max<int64_t>(count, 0));
+  const Event* ret = ReturnOf(i);
+  auto p = std::make_unique<Pending>();
+  int rc = MPI_SUCCESS;
+  switch (op.kind) {
+    case OpKind::kSend: {
+      if ((op.flags & op_flags::kPersistent) && op.peer_seq == 0) return;  // an init, not a send
+      if (!peer_live(op.peer)) {
+        Note("sends to ranks served from the trace");
+        return;
+      }
+      p->send = SendBytes(op, bytes);
+      if (nonblocking) {
+        rc = MPI_Isend(p->send.data(), c, type, op.peer, op.tag, comm, &p->request);
+      } else if (op.flags & op_flags::kSynchronous) {
+        rc = MPI_Ssend(p->send.data(), c, type, op.peer, op.tag, comm);
+      } else {
+        rc = MPI_Send(p->send.data(), c, type, op.peer, op.tag, comm);
+      }
+      break;
+    }
+    case OpKind::kRecv:
+    case OpKind::kMrecv: {
+      if ((op.flags & op_flags::kPersistent) && op.peer_seq == 0 && op.peer != kAnySource) return;
+      // The source it matched when it completed, if it did: a wildcard made definite.
+      int source = op.peer, tag = op.tag;
+      if (ret != nullptr && ret->ret.source >= 0) {
+        source = ret->ret.source;
+        tag = ret->ret.tag;
+      } else if (nonblocking) {
+        for (const Event& later : reader_->events()) {
+          if (later.kind == EventKind::kCompletion && later.completion.request == op.request &&
+              later.completion.source >= 0) {
+            source = later.completion.source;
+            tag = later.completion.tag;
+          }
+        }
+      }
+      if (source == kNoPeer || !peer_live(source)) {
+        Note("receives from ranks served from the trace");
+        return;
+      }
+      p->recv.resize(std::max<size_t>(bytes, 1));
+      rc = nonblocking ? MPI_Irecv(p->recv.data(), c, type, source, tag, comm, &p->request)
+                       : MPI_Recv(p->recv.data(), c, type, source, tag, comm, MPI_STATUS_IGNORE);
+      break;
+    }
+    case OpKind::kSendrecv: {
+      int source = op.recv_peer, tag = op.recv_tag;
+      if (ret != nullptr && ret->ret.source >= 0) {
+        source = ret->ret.source;
+        tag = ret->ret.tag;
+      }
+      if (!peer_live(op.peer) || !peer_live(source)) {
+        Note("sendrecv with ranks served from the trace");
+        return;
+      }
+      MPI_Datatype rtype = TypeOf(op.recv_dtype == DataType::kUnknown ? op.dtype : op.recv_dtype, op.recv_dtype_size);
+      int rc_count = static_cast<int>(op.recv_count > 0 ? op.recv_count : count);
+      int rsize = 1;
+      MPI_Type_size(rtype, &rsize);
+      p->send = SendBytes(op, bytes);
+      p->recv.resize(std::max<size_t>(static_cast<size_t>(rc_count) * static_cast<size_t>(rsize), 1));
+      rc = MPI_Sendrecv(p->send.data(), c, type, op.peer, op.tag, p->recv.data(), rc_count, rtype, source, tag, comm,
+                        MPI_STATUS_IGNORE);
+      break;
+    }
+    default:
+      Note(api);
+      return;
+  }
+  ++issued_;
+  if (rc != MPI_SUCCESS) ++errors_;
+  if (nonblocking && op.request != 0) requests_[op.request] = std::move(p);
+}
+
+int Driver::Run() {
+  const std::vector<Event>& ev = reader_->events();
+  comms_[0] = MPI_COMM_NULL;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    if (e.kind == EventKind::kCommCreate && (e.comm_create.flags & (comm_flags::kWorld | comm_flags::kSelf))) {
+      comms_[e.comm_create.comm] = (e.comm_create.flags & comm_flags::kWorld) ? MPI_COMM_WORLD : MPI_COMM_SELF;
+      members_[e.comm_create.comm] = std::vector<int>(e.list.begin(), e.list.end());
+      continue;
+    }
+    if (e.kind == EventKind::kCompletion) {
+      auto it = requests_.find(e.completion.request);
+      if (it != requests_.end()) {
+        MPI_Wait(&it->second->request, MPI_STATUS_IGNORE);
+        requests_.erase(it);
+      }
+      continue;
+    }
+    if (e.kind == EventKind::kCommFree) {
+      auto it = comms_.find(e.comm_free.comm);
+      if (it != comms_.end() && it->second != MPI_COMM_NULL && it->second != MPI_COMM_WORLD &&
+          it->second != MPI_COMM_SELF) {
+        MPI_Comm_free(&it->second);
+        comms_.erase(it);
+      }
+      continue;
+    }
+    if (e.kind != EventKind::kOp) continue;
+    const OpEvent& op = e.op;
+    const bool has_ret = ReturnOf(i) != nullptr;
+    switch (op.kind) {
+      case OpKind::kInit:
+      case OpKind::kFinalize:
+        break;
+      case OpKind::kAbort:
+        std::fprintf(stderr, "replay-drive: rank %d: the recording calls MPI_Abort(%lld) here; so does the drive\n",
+                     rank_, static_cast<long long>(op.count));
+        MPI_Abort(MPI_COMM_WORLD, static_cast<int>(op.count));
+        break;
+      case OpKind::kCommCreate:
+        CreateComm(i);
+        break;
+      case OpKind::kCommFree:
+        break;
+      case OpKind::kWait:
+        // A wait that never returned: the rank hung waiting for these requests.
+        if (!has_ret) {
+          for (int64_t id : e.list) {
+            auto it = requests_.find(static_cast<uint64_t>(id));
+            if (it != requests_.end()) MPI_Wait(&it->second->request, MPI_STATUS_IGNORE);
+          }
+        }
+        break;
+      case OpKind::kSend:
+      case OpKind::kRecv:
+      case OpKind::kSendrecv:
+      case OpKind::kMrecv:
+        PointToPoint(i);
+        break;
+      case OpKind::kProbe:
+      case OpKind::kStart:
+      case OpKind::kCancel:
+      case OpKind::kOther:
+        break;  // their effect is in the sends and receives they lead to
+      case OpKind::kRma:
+        Note("one-sided communication");
+        break;
+      case OpKind::kNeighborAllgather:
+      case OpKind::kNeighborAllgatherv:
+      case OpKind::kNeighborAlltoall:
+      case OpKind::kNeighborAlltoallv:
+      case OpKind::kNeighborAlltoallw:
+      case OpKind::kAlltoallw:
+        Note(header().ApiName(op.api));
+        break;
+      default:
+        if (IsCollective(op.kind)) Collective(e, has_ret);
+        break;
+    }
+  }
+  for (auto& [id, p] : requests_) MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  std::string skipped;
+  for (const auto& [what, n] : skipped_) skipped += "; not re-issued: " + std::to_string(n) + " x " + what;
+  std::printf("replay-drive: rank %d: re-issued %d calls, %d returned an error%s\n", rank_, issued_, errors_,
+              skipped.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--ranks" && i + 1 < argc) {
+      std::string list = argv[++i];
+      size_t start = 0;
+      while (start < list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        opt.live.insert(std::atoi(list.substr(start, comma - start).c_str()));
+        start = comma + 1;
+      }
+    } else if (a == "--payload" && i + 1 < argc) {
+      opt.recorded_payloads = std::string(argv[++i]) == "recorded";
+    } else {
+      opt.dir = a;
+    }
+  }
+  auto trace = TraceReader::Open(opt.dir);
+  if (!trace.ok()) {
+    std::fprintf(stderr, "replay-drive: %s\n", trace.status().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (static_cast<int>((*trace)->ranks().size()) != size) {
+    if (rank == 0) {
+      std::fprintf(stderr, "replay-drive: the trace has %zu ranks; run with as many (mpirun -np %zu)\n",
+                   (*trace)->ranks().size(), (*trace)->ranks().size());
+    }
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const RankEntry* entry = (*trace)->FindRank(rank);
+  if (entry == nullptr) {
+    std::fprintf(stderr, "replay-drive: rank %d is not in the trace\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  auto reader = RankReader::Open(entry->dir);
+  if (!reader.ok()) {
+    std::fprintf(stderr, "replay-drive: %s\n", reader.status().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  Driver d(opt, std::move(reader).value(), std::move(trace).value(), rank, size);
+  int rc = d.Run();
+  MPI_Finalize();
+  return rc;
+}
+
+}  // namespace
+}  // namespace replay::drive
+
+int main(int argc, char** argv) { return replay::drive::Main(argc, argv); }
