@@ -56,6 +56,7 @@ extern "C" REPLAY_EXPORT __attribute__((weak)) void replay_mark(const char* name
     Recorder* r = Recorder::Get();
     if (r == nullptr) return;
     r->Append(EventKind::kMark, MarkEvent{value}, reinterpret_cast<uint64_t>(__builtin_return_address(0)), {}, n);
+    r->writer().NoteMark();
   } catch (...) {
   }
 }

@@ -204,3 +204,32 @@ TEST_CASE("rerun --all names the first divergence when a rank computes different
 
 }  // namespace
 }  // namespace replay
+
+namespace replay {
+namespace {
+
+TEST_CASE("a data window keeps a long job affordable and re-runnable from its last checkpoint", "[e2e]") {
+  TempDir tmp;
+  const std::string args = "--steps 12 --ckpt-every 5 --fault unseeded";
+  RunResult rec = Run("cd " + tmp.path() + " && REPLAY_DATA_WINDOW=marks:1 " + Replay() + " record --level data -o " +
+                      (tmp / "t") + " -- " + Mpirun(2) + " " + MpiTrain() + " " + args);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  // From the start the early bytes are gone, and the re-run says so.
+  RunResult from_start = Rerun(tmp, 1, args);
+  CHECK(from_start.exit_code == 2);
+  CHECK(Grep(from_start.output, "data window").size() >= 1);
+  // From the last checkpoint everything is there.
+  RunResult from_mark = Rerun(tmp, 1, args + " --resume 10", "--from-mark checkpoint=10");
+  INFO(from_mark.output);
+  CHECK(from_mark.exit_code == 0);
+  auto want = Grep(rec.output, "rank 1 loss");
+  want.erase(std::remove_if(want.begin(), want.end(),
+                            [](const std::string& l) { return l.rfind("step 11 ", 0) != 0 && l.rfind("step 12 ", 0) != 0; }),
+             want.end());
+  REQUIRE(want.size() == 2);
+  CHECK(Sorted(Grep(from_mark.output, "rank 1 loss")) == Sorted(want));
+}
+
+}  // namespace
+}  // namespace replay

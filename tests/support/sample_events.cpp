@@ -29,6 +29,11 @@ std::vector<Event> SampleEventsOfEveryKind() {
     o.send_hash = 0xdeadbeefcafef00d;
     o.send_nan = 2;
     o.send_inf = 1;
+    o.recv_peer = 3;
+    o.recv_tag = 12;
+    o.recv_count = 256;
+    o.recv_dtype = DataType::kFloat16;
+    o.recv_dtype_size = 2;
     Event e = Event::Make(o);
     e.list = {1024, 1024, 1024, 1024};
     out.push_back(e);

@@ -245,3 +245,38 @@ TEST_CASE("payloads are stored once per content and read back whole", "[trace]")
 
 }  // namespace
 }  // namespace replay
+
+namespace replay {
+namespace {
+
+TEST_CASE("a payload window keeps only what was received since the k-th last mark", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.payload_window_marks = 2;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  auto store = [&](const std::string& s) {
+    auto ref = (*w)->StorePayload({reinterpret_cast<const uint8_t*>(s.data()), s.size()}, Hash64(s.data(), s.size()));
+    REQUIRE(ref.ok());
+    return ref->hash;
+  };
+  uint64_t before = store("before any mark");
+  uint64_t again = store("stored in every stretch");
+  (*w)->NoteMark();
+  uint64_t first = store("after mark 1");
+  store("stored in every stretch");
+  (*w)->NoteMark();
+  uint64_t second = store("after mark 2");
+  store("stored in every stretch");
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  auto r = ReadRank(dir.path());
+  CHECK(r->Payload(before).status().code() == Status::Code::kNotFound);
+  CHECK(r->Payload(before).status().message().find("data window") != std::string::npos);
+  CHECK(*r->Payload(first) == "after mark 1");
+  CHECK(*r->Payload(second) == "after mark 2");
+  CHECK(*r->Payload(again) == "stored in every stretch");  // stored again after each mark
+  CHECK_FALSE(testing::ReadFile(dir / "rank-00000/payloads").size() > 0);
+}
+
+}  // namespace
+}  // namespace replay

@@ -36,6 +36,8 @@ namespace replay {
     "How long an appending thread waits for the writer when its ring is full before dropping (and counting) events (ms).") \
   X(env_prefixes, "ENV_PREFIXES", "OMPI_,PMIX_,PMI_,UCX_,NCCL_,CUDA_,SLURM_,TORCHELASTIC_,MASTER_,LOCAL_RANK,RANK,WORLD_SIZE,REPLAY_,OMP_,HOROVOD_,MV2_,I_MPI_,HYDRA_", \
     "Comma-separated prefixes of environment variables stored in each rank's header.")          \
+  X(data_window, "DATA_WINDOW", "all",                                                          \
+    "At level data, which received bytes to keep: all, or marks:K (only those since the K-th last replay_mark, so a long job stays affordable and re-runs from its last checkpoints).") \
   X(hash_limit_kb, "HASH_LIMIT_KB", "64",                                                       \
     "Buffers up to this size (KiB) are fingerprinted whole; larger ones through an evenly spaced sample of this size.") \
   X(nan_scan, "NAN_SCAN", "all",                                                                \
@@ -58,6 +60,8 @@ struct Settings {
   Result<Level> ParsedLevel() const;
   Result<int64_t> Integer(std::string_view field_name) const;
   std::vector<std::string> EnvPrefixes() const;
+  // REPLAY_DATA_WINDOW as a number of marks; 0 for all.
+  Result<uint32_t> DataWindowMarks() const;
 };
 
 struct SettingInfo {

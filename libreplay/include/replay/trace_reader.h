@@ -95,8 +95,8 @@ class RankReader {
   RankStats stats_;
   // Payload index: hash -> offsets of its block(s), built on first use.
   mutable bool payloads_indexed_ = false;
-  mutable std::multimap<uint64_t, uint64_t> payload_blocks_;
-  mutable std::string payload_file_;
+  mutable std::multimap<uint64_t, std::pair<size_t, uint64_t>> payload_blocks_;  // -> (file, offset)
+  mutable std::vector<std::string> payload_files_;
 };
 
 struct RankEntry {

@@ -47,6 +47,10 @@ struct WriterOptions {
   uint32_t block_events = 8192;        // events per block at most
   int zstd_level = 3;
   int64_t full_wait_ns = 200'000'000;  // see RingOptions
+  // Payloads kept: 0 keeps all; K keeps those received since the K-th last
+  // mark (payloads are stored in one file per stretch between marks, and
+  // older files are removed; see NoteMark).
+  uint32_t payload_window_marks = 0;
   bool background_thread = true;      // false: nothing is written until Flush()/Close()
   FileSystem* fs = nullptr;           // null: the real file system
   // Called once, from whichever thread noticed, when recording stops because
@@ -93,6 +97,10 @@ class TraceWriter {
   // `hash` must be Hash64 of `bytes`.
   Result<PayloadRef> StorePayload(std::span<const uint8_t> bytes, uint64_t hash);
 
+  // A checkpoint mark was appended: with a payload window, starts a new
+  // payload file and removes those that fell out of the window.
+  void NoteMark();
+
   // Writes everything appended so far (by threads that finished appending) now.
   Status Flush();
   // Drains, syncs, completes the header with `reason` and removes the ring.
@@ -132,6 +140,7 @@ class TraceWriter {
  private:
   explicit TraceWriter(WriterOptions options);
   Status Start();
+  std::string PayloadPath(uint32_t segment) const;
   SlotHeader* ThreadSlot();
   void Fail(const Status& st);
   void BackgroundLoop();

@@ -104,6 +104,7 @@ Status Recorder::Start() {
   REPLAY_ASSIGN_OR_RETURN(int64_t zstd_level, settings_.Integer("zstd_level"));
   REPLAY_ASSIGN_OR_RETURN(int64_t full_wait_ms, settings_.Integer("full_wait_ms"));
   REPLAY_ASSIGN_OR_RETURN(int64_t hash_limit_kb, settings_.Integer("hash_limit_kb"));
+  REPLAY_ASSIGN_OR_RETURN(o.payload_window_marks, settings_.DataWindowMarks());
   fingerprint_policy_.hash_limit = static_cast<size_t>(hash_limit_kb) << 10;
   if (settings_.nan_scan == "all") {
     fingerprint_policy_.scan_all = true;

@@ -69,6 +69,11 @@ void EncodeBody(const EventView& e, s::Event::Builder b) {
       g.setSendHash(o.send_hash);
       g.setSendNan(o.send_nan);
       g.setSendInf(o.send_inf);
+      g.setRecvPeer(o.recv_peer);
+      g.setRecvTag(o.recv_tag);
+      g.setRecvCount(o.recv_count);
+      g.setRecvDtype(static_cast<s::DataType>(o.recv_dtype));
+      g.setRecvDtypeSize(o.recv_dtype_size);
       if (!e.list.empty()) {
         auto l = g.initCounts(static_cast<unsigned>(e.list.size()));
         for (unsigned i = 0; i < e.list.size(); ++i) l.set(i, e.list[i]);
@@ -278,6 +283,11 @@ void DecodeBody(s::Event::Reader r, Event* e) {
       o.send_hash = g.getSendHash();
       o.send_nan = g.getSendNan();
       o.send_inf = g.getSendInf();
+      o.recv_peer = g.getRecvPeer();
+      o.recv_tag = g.getRecvTag();
+      o.recv_count = g.getRecvCount();
+      o.recv_dtype = static_cast<DataType>(g.getRecvDtype());
+      o.recv_dtype_size = g.getRecvDtypeSize();
       for (int64_t v : g.getCounts()) e->list.push_back(v);
       return;
     }

@@ -273,7 +273,16 @@ struct Event {
       sendHash @24 :UInt64;    # fingerprint of the send buffer before the call (flag hasSendHash)
       sendNan @25 :UInt32;
       sendInf @26 :UInt32;
-      counts @27 :List(Int64); # v-collectives: per-rank counts; empty otherwise
+      # v-collectives: the counts arguments as passed, empty otherwise:
+      # recvcounts (gatherv at its root, allgatherv, reduce_scatter), sendcounts
+      # (scatterv at its root), sendcounts then recvcounts (alltoallv, alltoallw).
+      counts @27 :List(Int64);
+      # The receiving side where it differs from the sending one.
+      recvPeer @118 :Int32 = -3;   # sendrecv: the source asked for (-1 any); -3 none
+      recvTag @119 :Int32;         # sendrecv: the tag asked for
+      recvCount @120 :Int64;       # elements received per peer (gather/allgather/scatter/alltoall), or sendrecv's
+      recvDtype @121 :DataType;    # when not the send type
+      recvDtypeSize @122 :UInt32;
     }
 
     # The call returned. Same thread as its `op`, next event of that thread for

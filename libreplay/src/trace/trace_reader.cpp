@@ -32,6 +32,29 @@ int32_t RankFromName(const std::string& name) {
   return r;
 }
 
+// The payload files of a rank, oldest first: payloads, payloads.1, ...
+std::vector<std::string> PayloadFiles(const std::string& dir) {
+  std::vector<std::pair<long, std::string>> found;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return {};
+  const std::string base = format::kPayloadsFile;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == base) {
+      found.emplace_back(0, dir + "/" + name);
+    } else if (name.rfind(base + ".", 0) == 0 && name.find(".tmp") == std::string::npos) {
+      char* end = nullptr;
+      long n = std::strtol(name.c_str() + base.size() + 1, &end, 10);
+      if (end != nullptr && *end == '\0' && n > 0) found.emplace_back(n, dir + "/" + name);
+    }
+  }
+  closedir(d);
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [n, path] : found) out.push_back(path);
+  return out;
+}
+
 bool IsRankDirName(const std::string& name) {
   return RankFromName(name) >= 0 || name.compare(0, 4, "pid-") == 0;
 }
@@ -230,8 +253,8 @@ Status RankReader::Load(const ReadOptions& options) {
   if (rank_ < 0) rank_ = RankFromName(BaseName(dir_));
   if (!header_ok_) header_.rank = rank_;
 
-  if (auto st = MappedFile::Open(dir_ + "/" + format::kPayloadsFile); st.ok()) {
-    stats_.payload_bytes = st->bytes().size();
+  for (const std::string& f : PayloadFiles(dir_)) {
+    if (auto st = MappedFile::Open(f); st.ok()) stats_.payload_bytes += st->bytes().size();
   }
   return Status::Ok();
 }
@@ -241,27 +264,26 @@ bool RankReader::IsRunning(const std::string& dir) {
   return FileExists(ring) && RingLocked(ring);
 }
 
-bool RankReader::has_payloads() const {
-  return FileExists(dir_ + "/" + format::kPayloadsFile);
-}
+bool RankReader::has_payloads() const { return !PayloadFiles(dir_).empty(); }
 
 Status RankReader::IndexPayloads() const {
   if (payloads_indexed_) return Status::Ok();
-  payload_file_ = dir_ + "/" + format::kPayloadsFile;
-  auto file = MappedFile::Open(payload_file_);
-  if (!file.ok()) {
-    if (file.status().code() == Status::Code::kNotFound) {
-      return Status::NotFound(dir_ + " has no payloads: record at level data to keep received bytes");
-    }
-    return file.status();
+  payload_files_ = PayloadFiles(dir_);
+  if (payload_files_.empty()) {
+    return Status::NotFound(dir_ + " has no payloads: record at level data to keep received bytes");
   }
-  format::FileHeader fh;
-  REPLAY_RETURN_IF_ERROR(CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, payload_file_, &fh));
-  BlockScanner scanner(file->bytes(), fh.header_size);
-  FoundBlock block;
-  while (scanner.Next(&block)) {
-    if (block.header.kind == static_cast<uint8_t>(format::BlockKind::kPayload)) {
-      payload_blocks_.emplace(block.header.tag, block.offset);
+  for (size_t i = 0; i < payload_files_.size(); ++i) {
+    auto file = MappedFile::Open(payload_files_[i]);
+    if (!file.ok()) return file.status();
+    format::FileHeader fh;
+    REPLAY_RETURN_IF_ERROR(
+        CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, payload_files_[i], &fh));
+    BlockScanner scanner(file->bytes(), fh.header_size);
+    FoundBlock block;
+    while (scanner.Next(&block)) {
+      if (block.header.kind == static_cast<uint8_t>(format::BlockKind::kPayload)) {
+        payload_blocks_.emplace(block.header.tag, std::make_pair(i, block.offset));
+      }
     }
   }
   payloads_indexed_ = true;
@@ -274,18 +296,22 @@ Result<std::string> RankReader::Payload(uint64_t hash) const {
   if (range.first == range.second) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash));
-    return Status::NotFound(std::string("payload ") + buf + " is not in " + payload_file_);
+    return Status::NotFound(std::string("payload ") + buf + " is not in " + dir_ +
+                            " (received outside the recording's data window, or lost)");
   }
-  REPLAY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(payload_file_));
+  // All parts of one payload are in one file (a payload is stored whole).
+  const std::string& path = payload_files_[range.first->second.first];
+  REPLAY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
   auto bytes = file.bytes();
   std::vector<std::pair<uint64_t, std::string>> parts;
   BlockCodec codec;
   for (auto it = range.first; it != range.second; ++it) {
-    BlockScanner scanner(bytes, it->second);
+    if (it->second.first != range.first->second.first) continue;
+    BlockScanner scanner(bytes, it->second.second);
     FoundBlock block;
-    if (!scanner.Next(&block) || block.offset != it->second) {
-      return Status::Corruption("payload block at offset " + std::to_string(it->second) + " of " +
-                                payload_file_ + " changed while reading");
+    if (!scanner.Next(&block) || block.offset != it->second.second) {
+      return Status::Corruption("payload block at offset " + std::to_string(it->second.second) + " of " + path +
+                                " changed while reading");
     }
     std::string raw;
     REPLAY_RETURN_IF_ERROR(codec.Decode(block.header, block.stored, &raw));
@@ -297,7 +323,7 @@ Result<std::string> RankReader::Payload(uint64_t hash) const {
   for (auto& [offset, raw] : parts) {
     if (offset != out.size()) {
       if (offset < out.size()) continue;  // the same part stored twice
-      return Status::Corruption("payload parts of " + payload_file_ + " are incomplete");
+      return Status::Corruption("payload parts of " + path + " are incomplete");
     }
     out += raw;
   }

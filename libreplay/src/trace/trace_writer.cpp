@@ -81,7 +81,9 @@ struct TraceWriter::State {
   std::string out;
 
   std::mutex payload_mu;
-  std::unordered_set<uint64_t> payload_seen;
+  std::unordered_set<uint64_t> payload_seen;  // in the current payload file
+  uint32_t payload_segment = 0;               // payloads, payloads.1, payloads.2, ...
+  std::vector<std::string> payload_closed;    // earlier segment files still kept
   BlockCodec payload_codec{1};
   std::string payload_out;
 
@@ -244,7 +246,7 @@ Result<PayloadRef> TraceWriter::StorePayload(std::span<const uint8_t> bytes, uin
   if (!st.payload_seen.insert(hash).second) return ref;
   st.payload_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
   if (st.payloads == nullptr) {
-    auto f = st.fs->OpenAppend(rank_dir_ + "/" + format::kPayloadsFile, true);
+    auto f = st.fs->OpenAppend(PayloadPath(st.payload_segment), true);
     if (!f.ok()) {
       Fail(f.status());
       return f.status();
@@ -275,6 +277,30 @@ Result<PayloadRef> TraceWriter::StorePayload(std::span<const uint8_t> bytes, uin
     offset += n;
   } while (offset < bytes.size());
   return ref;
+}
+
+std::string TraceWriter::PayloadPath(uint32_t segment) const {
+  std::string p = rank_dir_ + "/" + format::kPayloadsFile;
+  if (segment > 0) p += "." + std::to_string(segment);
+  return p;
+}
+
+void TraceWriter::NoteMark() {
+  State& st = *state_;
+  if (options_.payload_window_marks == 0) return;
+  std::lock_guard<std::mutex> lock(st.payload_mu);
+  if (st.payloads != nullptr) {
+    st.payloads->Close();
+    st.payloads.reset();
+    st.payload_closed.push_back(PayloadPath(st.payload_segment));
+  }
+  // A payload stored before must be stored again: its file may go.
+  st.payload_seen.clear();
+  ++st.payload_segment;
+  while (st.payload_closed.size() + 1 > options_.payload_window_marks) {
+    st.fs->Remove(st.payload_closed.front());
+    st.payload_closed.erase(st.payload_closed.begin());
+  }
 }
 
 void TraceWriter::Fail(const Status& status) {

@@ -47,6 +47,17 @@ std::vector<std::string> Settings::EnvPrefixes() const {
   return out;
 }
 
+Result<uint32_t> Settings::DataWindowMarks() const {
+  if (data_window == "all" || data_window.empty()) return 0u;
+  if (data_window.rfind("marks:", 0) == 0) {
+    char* end = nullptr;
+    long k = std::strtol(data_window.c_str() + 6, &end, 10);
+    if (end != nullptr && *end == '\0' && k >= 1 && k <= 1000000) return static_cast<uint32_t>(k);
+  }
+  return Status::InvalidArgument("REPLAY_DATA_WINDOW=" + data_window +
+                                 " is not a window: use all, or marks:K with K >= 1 (e.g. marks:2)");
+}
+
 const std::vector<SettingInfo>& AllSettings() {
   static const std::vector<SettingInfo> kAll = {
 #define REPLAY_SETTINGS_INFO_(field, name, def, doc) {"REPLAY_" name, def, doc},
