@@ -10,6 +10,17 @@ endif()
 if(REPLAY_SANITIZE)
   add_compile_options(-fsanitize=${REPLAY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${REPLAY_SANITIZE})
+  # GCC's flow analysis under ASan reports maybe-uninitialized inside libstdc++
+  # (std::regex, std::function) where nothing is uninitialized.
+  list(APPEND REPLAY_WARNINGS -Wno-maybe-uninitialized)
+  if(REPLAY_SANITIZE MATCHES "address")
+    # An ASan-built preload only works when the ASan runtime is loaded first, so
+    # `replay` puts the runtime ahead of the interposer in LD_PRELOAD.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so
+                    OUTPUT_VARIABLE REPLAY_ASAN_RUNTIME OUTPUT_STRIP_TRAILING_WHITESPACE)
+    get_filename_component(REPLAY_ASAN_RUNTIME "${REPLAY_ASAN_RUNTIME}" REALPATH)
+    add_compile_definitions(REPLAY_PRELOAD_RUNTIME="${REPLAY_ASAN_RUNTIME}")
+  endif()
 endif()
 
 # replay_target_defaults(target): warnings and include roots for our own code.

@@ -109,7 +109,7 @@ int Run(const Options& opt) {
   out = AbsolutePath(out);
   std::string drive_trace = out + "/trace";
 
-  PrependEnv("LD_PRELOAD", lib, ':');
+  PreloadInterposer(lib);
   setenv("REPLAY_DIR", drive_trace.c_str(), 1);
   setenv("REPLAY_LEVEL", "meta", 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(NewUuid()).c_str(), 1);

@@ -171,7 +171,7 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
   }
   std::string joined;
   for (const std::string& a : command) joined += (joined.empty() ? "" : "\x1f") + a;
-  PrependEnv("LD_PRELOAD", lib, ':');
+  PreloadInterposer(lib);
   setenv("REPLAY_DIR", dir.c_str(), 1);
   setenv("REPLAY_LEVEL", level.c_str(), 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(uuid).c_str(), 1);

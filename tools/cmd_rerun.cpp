@@ -122,7 +122,7 @@ int RunAll(const Options& opt) {
       !(*trace)->ranks()[0].header.command_line.empty()) {
     program = Basename((*trace)->ranks()[0].header.command_line[0]);
   }
-  PrependEnv("LD_PRELOAD", lib, ':');
+  PreloadInterposer(lib);
   setenv("REPLAY_MODE", "rerun-all", 1);
   setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
   setenv("REPLAY_RERUN_STATE", state_dir, 1);
@@ -228,7 +228,7 @@ int Run(const Options& opt) {
   close(fd);
 
   ForgetLauncher();
-  PrependEnv("LD_PRELOAD", lib, ':');
+  PreloadInterposer(lib);
   setenv("REPLAY_MODE", "rerun", 1);
   setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
   setenv("REPLAY_RERUN_RANK", std::to_string(opt.rank).c_str(), 1);

@@ -45,6 +45,13 @@ void PrependEnv(const char* var, const std::string& value, char sep) {
   setenv(var, v.c_str(), 1);
 }
 
+void PreloadInterposer(const std::string& lib) {
+  PrependEnv("LD_PRELOAD", lib, ':');
+#ifdef REPLAY_PRELOAD_RUNTIME
+  PrependEnv("LD_PRELOAD", REPLAY_PRELOAD_RUNTIME, ':');
+#endif
+}
+
 std::string AbsolutePath(const std::string& p) {
   if (!p.empty() && p[0] == '/') return p;
   char cwd[PATH_MAX];

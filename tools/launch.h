@@ -13,6 +13,10 @@ std::string FindInterposer();
 // Prepends `value` to the environment variable `var`, separated by `sep`.
 void PrependEnv(const char* var, const std::string& value, char sep);
 
+// Puts the interposer `lib` first in LD_PRELOAD (after the sanitizer runtime
+// in a sanitizer build of replay, which must come before everything).
+void PreloadInterposer(const std::string& lib);
+
 // An absolute form of `path`.
 std::string AbsolutePath(const std::string& path);
 

@@ -475,7 +475,7 @@ TEST_CASE("signals leave a complete trace and the program's handlers still run",
 
 TEST_CASE("processes that never communicate are untouched by the preload", "[e2e]") {
   TempDir tmp;
-  std::string env = "LD_PRELOAD=" + testing::Interposer() + " REPLAY_DIR=" + (tmp / "t") + " ";
+  std::string env = "LD_PRELOAD=" + testing::Preload() + " REPLAY_DIR=" + (tmp / "t") + " ";
   for (const std::string& cmd :
        {std::string("bash -c 'echo out; echo err >&2; head -c 16 /dev/urandom | wc -c; exit 3'"),
         std::string("python3 -c 'import os,random; print(len(os.urandom(8)), random.random() < 2)'"),
@@ -524,7 +524,7 @@ TEST_CASE("an unwritable REPLAY_DIR turns recording off with one warning per ran
   std::string program = Train(2, "--steps 3");
   RunResult plain = Run(program);
   REQUIRE(plain.exit_code == 0);
-  RunResult pre = Run("LD_PRELOAD=" + testing::Interposer() + " REPLAY_DIR=/proc/replay-cannot-be-here " + program);
+  RunResult pre = Run("LD_PRELOAD=" + testing::Preload() + " REPLAY_DIR=/proc/replay-cannot-be-here " + program);
   INFO(pre.output);
   CHECK(pre.exit_code == 0);
   auto warnings = Grep(pre.output, "replay: recording is off");

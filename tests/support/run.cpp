@@ -31,6 +31,13 @@ RunResult Run(const std::string& command, int timeout_s) {
 std::string BuildPath(const std::string& relative) { return std::string(REPLAY_BUILD_DIR) + "/" + relative; }
 std::string Replay() { return BuildPath("replay"); }
 std::string Interposer() { return BuildPath("libreplay_interpose.so"); }
+std::string Preload() {
+#ifdef REPLAY_PRELOAD_RUNTIME
+  return std::string(REPLAY_PRELOAD_RUNTIME) + ":" + Interposer();
+#else
+  return Interposer();
+#endif
+}
 std::string MpiTrain() { return BuildPath("examples/mpi_train/mpi_train"); }
 std::string TestProgram(const std::string& name) { return BuildPath("tests/e2e/programs/" + name); }
 

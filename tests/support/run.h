@@ -18,6 +18,7 @@ RunResult Run(const std::string& command, int timeout_s = 120);
 std::string BuildPath(const std::string& relative);
 std::string Replay();           // the replay command
 std::string Interposer();       // libreplay_interpose.so
+std::string Preload();          // the value of LD_PRELOAD that loads it
 std::string MpiTrain();         // the example trainer
 std::string TestProgram(const std::string& name);  // tests/e2e/programs/<name>
 
