@@ -95,6 +95,7 @@ int Run(const std::string& dir, bool json, bool live, double min_wait_s, int thr
   options.progress = [&](size_t done, size_t) { progress.Update(done); };
   auto report = CheckTrace(**trace, options);
   if (!report.ok()) return Fail("check", report.status());
+  report->trace = dir;  // as given: a bundle or dumps are read from a temporary directory
   if (json) {
     std::printf("%s\n", CheckReportToJson(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -114,7 +115,7 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
   auto brief = std::make_shared<bool>(false);
   auto min_wait = std::make_shared<double>(-1);
   auto threads = std::make_shared<int>(0);
-  cmd->add_option("DIR", *dir, "Trace directory")->required();
+  cmd->add_option("DIR", *dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
   cmd->add_flag("--json", *json, "Print JSON instead of text (docs/check.md)");
   cmd->add_flag("--live", *live, "The job is still running (e.g. hung right now)");
   cmd->add_option("--min-wait", *min_wait, "Seconds a call must stay in progress to count as stuck (default 0.5)")

@@ -66,7 +66,7 @@ int Run(const std::string& dir, bool json) {
 
   if (json) {
     nlohmann::json j;
-    j["trace"] = t.dir();
+    j["trace"] = dir;  // as given: a bundle or dumps are read from a temporary directory
     if (t.manifest()) {
       const JobManifest& m = *t.manifest();
       j["uuid"] = UuidToString(m.trace_uuid);
@@ -119,7 +119,7 @@ int Run(const std::string& dir, bool json) {
     return kExitOk;
   }
 
-  std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), t.dir().c_str());
+  std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), dir.c_str());
   if (t.manifest()) {
     const JobManifest& m = *t.manifest();
     std::string cmd;

@@ -12,6 +12,7 @@ packages=(
   libzstd-dev libxxhash-dev
   libspdlog-dev libfmt-dev
   catch2 libcli11-dev nlohmann-json3-dev
+  chromium
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev)

@@ -14,6 +14,9 @@ void AddCheckCommand(CLI::App& app, int* exit_code);
 void AddDiffCommand(CLI::App& app, int* exit_code);
 void AddRerunCommand(CLI::App& app, int* exit_code);
 void AddDriveCommand(CLI::App& app, int* exit_code);
+void AddBundleCommand(CLI::App& app, int* exit_code);
+void AddReportCommand(CLI::App& app, int* exit_code);
+void AddExportCommand(CLI::App& app, int* exit_code);
 
 namespace {
 
@@ -25,6 +28,9 @@ constexpr CommandEntry kCommands[] = {
     {"diff", AddDiffCommand},
     {"rerun", AddRerunCommand},
     {"drive", AddDriveCommand},
+    {"bundle", AddBundleCommand},
+    {"report", AddReportCommand},
+    {"export", AddExportCommand},
 };
 
 }  // namespace

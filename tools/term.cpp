@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "replay/event_format.h"
+
 namespace replay::cli {
 
 bool UseColor() {
@@ -34,8 +36,8 @@ long long NowMs() {
 }
 }  // namespace
 
-Progress::Progress(std::string what, size_t total)
-    : what_(std::move(what)), total_(total), active_(isatty(STDERR_FILENO) != 0) {
+Progress::Progress(std::string what, size_t total, bool bytes)
+    : what_(std::move(what)), total_(total), bytes_(bytes), active_(isatty(STDERR_FILENO) != 0) {
   last_ms_ = NowMs();
 }
 
@@ -48,8 +50,21 @@ void Progress::Update(size_t done) {
   long long now = NowMs();
   if (now - last_ms_ < 100) return;
   last_ms_ = now;
-  std::fprintf(stderr, "\r\033[K%s %zu/%zu", what_.c_str(), done, total_);
+  if (bytes_) {
+    std::fprintf(stderr, "\r\033[K%s %s/%s", what_.c_str(), HumanBytes(done).c_str(), HumanBytes(total_).c_str());
+  } else {
+    std::fprintf(stderr, "\r\033[K%s %zu/%zu", what_.c_str(), done, total_);
+  }
   std::fflush(stderr);
+}
+
+void Progress::Update(const std::string& what, size_t done, size_t total, bool bytes) {
+  if (!active_) return;
+  if (what != what_) last_ms_ = 0;  // a new phase shows at once
+  what_ = what;
+  total_ = total;
+  bytes_ = bytes;
+  Update(done);
 }
 
 }  // namespace replay::cli

@@ -16,13 +16,18 @@ std::string Paint(Color c, const std::string& text);
 // is not a terminal. Not thread-safe.
 class Progress {
  public:
-  Progress(std::string what, size_t total);
+  // With `bytes`, counts are shown as sizes ("12.0 MiB/40.0 MiB").
+  Progress(std::string what, size_t total, bool bytes = false);
   ~Progress();
   void Update(size_t done);
+  // Updates what is being done and how much there is in all, for commands
+  // whose phases have totals (and units) known only as they start.
+  void Update(const std::string& what, size_t done, size_t total, bool bytes);
 
  private:
   std::string what_;
   size_t total_;
+  bool bytes_;
   bool active_;
   long long last_ms_ = 0;
 };

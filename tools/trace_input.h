@@ -1,14 +1,37 @@
 // trace_input.h: opening the trace a command was given, the same way everywhere.
+//
+// Every command that reads a trace takes any of:
+//   - a trace directory (what `replay record` writes);
+//   - a bundle file (what `replay bundle` writes), unpacked into a private
+//     temporary directory;
+//   - PyTorch Flight Recorder dumps: one dump file, a directory of dumps named
+//     <prefix><rank>, or that prefix ("dumps/nccl_trace_rank_"), imported into a
+//     private temporary directory (replay/flight_recorder.h).
+// Temporary directories are removed when the process exits. Input that is none
+// of these is a Status whose message says what the path is and what to give
+// instead.
+//
+// Not thread-safe: call from the command's main thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "replay/trace_reader.h"
 
 namespace replay::cli {
 
-// Opens a trace directory given on the command line.
+// Opens the trace given on the command line as `path`.
 Result<std::unique_ptr<TraceReader>> OpenTrace(const std::string& path);
+
+// The directory that holds the trace `path` names: `path` itself for a trace
+// directory, else a temporary directory it was unpacked or imported into.
+Result<std::string> ResolveTraceDir(const std::string& path);
+
+// Parses a list of world ranks as given to --ranks: "0,2,5-7". Sorted, without
+// duplicates; InvalidArgument saying what is wrong otherwise.
+Result<std::vector<int32_t>> ParseRankList(const std::string& text);
 
 }  // namespace replay::cli

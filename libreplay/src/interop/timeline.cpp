@@ -1,0 +1,218 @@
+#include "interop/timeline.h"
+
+#include <string.h>
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "analysis/comm_lineage.h"
+
+namespace replay::interop {
+namespace {
+
+class RankScan {
+ public:
+  RankScan(const RankReader& reader, Timeline* timeline, std::unordered_map<std::string, uint32_t>* api_index,
+           analysis::CommLineage* lineage)
+      : reader_(reader), tl_(*timeline), api_index_(*api_index), lineage_(*lineage) {}
+
+  RankTimeline Run() {
+    const RankHeader& h = reader_.header();
+    r_.rank = reader_.rank();
+    r_.host = h.host;
+    r_.pid = h.pid;
+    r_.status = std::string(RankStatusName(reader_.status()));
+    r_.start_ns = h.start_realtime_ns;
+    r_.end_ns = h.start_realtime_ns;
+    std::set<uint32_t> threads;
+    for (const Event& e : reader_.events()) {
+      r_.end_ns = std::max(r_.end_ns, Abs(e.time_ns));
+      switch (e.kind) {
+        case EventKind::kOp:
+          threads.insert(e.thread);
+          OnOp(e);
+          break;
+        case EventKind::kReturn: OnReturn(e); break;
+        case EventKind::kCompletion: OnCompletion(e); break;
+        case EventKind::kCommCreate: OnCommCreate(e); break;
+        case EventKind::kMark:
+          r_.instants.push_back({TimelineInstant::Kind::kMark, e.thread, Abs(e.time_ns),
+                                 e.text + "=" + std::to_string(e.mark.value)});
+          break;
+        case EventKind::kError:
+          r_.instants.push_back({TimelineInstant::Kind::kError, e.thread, Abs(e.time_ns),
+                                 std::string(ErrorSourceName(e.error.source)) + " error " +
+                                     std::to_string(e.error.code) + (e.text.empty() ? "" : ": " + e.text)});
+          break;
+        case EventKind::kSignal: {
+          const char* abbrev = sigabbrev_np(e.signal.signo);
+          r_.instants.push_back({TimelineInstant::Kind::kSignal, e.thread, Abs(e.time_ns),
+                                 abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(e.signal.signo)});
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (h.close_realtime_ns > 0) r_.end_ns = std::max(r_.end_ns, h.close_realtime_ns);
+    r_.threads.assign(threads.begin(), threads.end());
+    return std::move(r_);
+  }
+
+ private:
+  int64_t Abs(int64_t t) const { return reader_.header().start_realtime_ns + t; }
+
+  uint32_t Api(uint16_t api) {
+    std::string name = reader_.header().ApiName(api);
+    auto [it, inserted] = api_index_.try_emplace(name, static_cast<uint32_t>(tl_.apis.size()));
+    if (inserted) tl_.apis.push_back(name);
+    return it->second;
+  }
+
+  // World rank of communicator rank `peer` of `comm`.
+  int32_t World(uint64_t comm, int32_t peer) const {
+    if (peer < 0) return peer;
+    auto it = members_.find(comm);
+    if (it == members_.end() || static_cast<size_t>(peer) >= it->second.size()) return peer;
+    return it->second[static_cast<size_t>(peer)];
+  }
+
+  void OnOp(const Event& e) {
+    const OpEvent& op = e.op;
+    TimelineOp o;
+    o.index = e.index;
+    o.thread = e.thread;
+    o.api = Api(op.api);
+    o.kind = op.kind;
+    o.nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
+    o.is_send = op.kind == OpKind::kSend || op.kind == OpKind::kSendrecv;
+    o.comm = op.comm;
+    o.seq = IsCollective(op.kind) ? op.seq : 0;
+    o.peer = o.point_to_point() && op.peer >= 0 ? World(op.comm, op.peer) : op.peer;
+    o.tag = op.tag;
+    o.peer_seq = op.peer_seq;
+    o.count = op.count;
+    o.dtype = op.dtype;
+    o.bytes = op.bytes;
+    o.recv_count = op.recv_count;
+    o.root = op.root;
+    o.start_ns = Abs(e.time_ns);
+    open_[e.thread] = r_.ops.size();
+    if (o.nonblocking && op.request != 0) request_of_[r_.ops.size()] = op.request;
+    r_.ops.push_back(o);
+  }
+
+  void Matched(TimelineOp& o, int32_t source, uint64_t peer_seq) {
+    if (o.is_send || !o.point_to_point()) return;
+    if (source >= 0) o.peer = World(o.comm, source);
+    if (peer_seq != 0) o.peer_seq = peer_seq;
+  }
+
+  void OnReturn(const Event& e) {
+    auto it = open_.find(e.thread);
+    if (it == open_.end()) return;
+    size_t i = it->second;
+    open_.erase(it);
+    TimelineOp& o = r_.ops[i];
+    o.return_ns = Abs(e.time_ns);
+    o.rc = e.ret.rc;
+    uint64_t request = e.ret.request;
+    if (request == 0) {
+      auto r = request_of_.find(i);
+      if (r != request_of_.end()) request = r->second;
+    }
+    request_of_.erase(i);
+    if (o.nonblocking && request != 0 && e.ret.rc == 0) {
+      pending_[request] = i;
+      return;
+    }
+    o.end_ns = o.return_ns;
+    Matched(o, e.ret.source, e.ret.peer_seq);
+  }
+
+  void OnCompletion(const Event& e) {
+    auto it = pending_.find(e.completion.request);
+    if (it == pending_.end()) return;
+    TimelineOp& o = r_.ops[it->second];
+    pending_.erase(it);
+    o.end_ns = Abs(e.time_ns);
+    if (e.completion.rc != 0) o.rc = e.completion.rc;
+    if (!e.completion.cancelled) Matched(o, e.completion.source, e.completion.peer_seq);
+  }
+
+  void OnCommCreate(const Event& e) {
+    const CommCreateEvent& cc = e.comm_create;
+    analysis::CommRecord rec;
+    rec.id = cc.comm;
+    rec.parent = cc.parent;
+    rec.api = reader_.header().ApiName(cc.api);
+    rec.parent_seq = cc.parent_seq;
+    rec.color = cc.color;
+    rec.key = cc.key;
+    rec.size = cc.size;
+    rec.rank = cc.rank;
+    rec.flags = cc.flags;
+    rec.device = cc.device;
+    rec.members.assign(e.list.begin(), e.list.end());
+    members_[cc.comm] = rec.members;
+    lineage_.Add(rec, reader_.rank());
+  }
+
+  const RankReader& reader_;
+  Timeline& tl_;
+  std::unordered_map<std::string, uint32_t>& api_index_;
+  analysis::CommLineage& lineage_;
+  RankTimeline r_;
+  std::unordered_map<uint32_t, size_t> open_;         // thread -> op inside a call
+  std::unordered_map<size_t, uint64_t> request_of_;   // op -> its request, from the call
+  std::unordered_map<uint64_t, size_t> pending_;      // request -> op
+  std::unordered_map<uint64_t, std::vector<int32_t>> members_;
+};
+
+}  // namespace
+
+std::string Timeline::CommName(uint64_t comm) const {
+  auto it = comms.find(comm);
+  if (it != comms.end()) return it->second.name;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "comm 0x%llx", static_cast<unsigned long long>(comm));
+  return buf;
+}
+
+Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options) {
+  Timeline tl;
+  std::unordered_map<std::string, uint32_t> api_index;
+  analysis::CommLineage lineage;
+  std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
+  std::set<uint64_t> comm_ids;
+  const size_t n = trace.ranks().size();
+  for (size_t i = 0; i < n; ++i) {
+    const RankEntry& entry = trace.ranks()[i];
+    if (!wanted.empty() && wanted.count(entry.rank) == 0) continue;
+    auto reader = trace.OpenRank(i);
+    if (!reader.ok()) {
+      tl.notes.push_back(entry.name + ": " + reader.status().message());
+      continue;
+    }
+    RankScan scan(**reader, &tl, &api_index, &lineage);
+    tl.ranks.push_back(scan.Run());
+    for (const TimelineOp& o : tl.ranks.back().ops) {
+      if (o.comm != 0) comm_ids.insert(o.comm);
+    }
+    if (options.progress) options.progress(i + 1, n);
+  }
+  if (tl.ranks.empty()) return Status::NotFound(trace.dir() + ": no rank to show");
+  lineage.Finish();
+  for (uint64_t id : comm_ids) tl.comms[id] = TimelineComm{lineage.Name(id), lineage.Members(id)};
+  std::sort(tl.ranks.begin(), tl.ranks.end(), [](const RankTimeline& a, const RankTimeline& b) { return a.rank < b.rank; });
+  tl.start_ns = tl.ranks.front().start_ns;
+  tl.end_ns = tl.ranks.front().end_ns;
+  for (const RankTimeline& r : tl.ranks) {
+    tl.start_ns = std::min(tl.start_ns, r.start_ns);
+    tl.end_ns = std::max(tl.end_ns, r.end_ns);
+  }
+  return tl;
+}
+
+}  // namespace replay::interop

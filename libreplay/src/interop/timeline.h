@@ -1,0 +1,112 @@
+// timeline.h: a trace as operations in time, for the views that draw it (the
+// Perfetto export, the HTML report).
+//
+// Each rank's events become operations from call to completion: a blocking
+// call ends when it returns, a non-blocking one when the wait or test that
+// observed it completed it; a call that never ended is open (end_ns < 0).
+// Point-to-point operations carry world ranks on both sides and the channel
+// sequence number, collectives their (communicator, seq), so views can draw
+// which operations of different ranks belong together. Marks, errors and
+// signals come along as instants. Communicators are named by lineage, as
+// `replay check` names them.
+//
+// Times are absolute wall-clock nanoseconds (rank start + event time), so
+// ranks on one host line up; ranks on different hosts are as far apart as
+// their clocks.
+//
+// BuildTimeline reads every chosen rank once; the result is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "replay/event.h"
+#include "replay/status.h"
+#include "replay/trace_reader.h"
+
+namespace replay::interop {
+
+struct TimelineOp {
+  uint64_t index = 0;       // event index of the call on its rank
+  uint32_t thread = 0;
+  uint32_t api = 0;         // into Timeline::apis
+  OpKind kind = OpKind::kOther;
+  bool nonblocking = false;
+  bool is_send = false;
+  uint64_t comm = 0;
+  uint64_t seq = 0;         // collectives: sequence number on comm
+  int32_t peer = kNoPeer;   // point-to-point: the other side's world rank, when known
+  int32_t tag = 0;
+  uint64_t peer_seq = 0;    // point-to-point: number on its channel, when known
+  int64_t count = 0;
+  DataType dtype = DataType::kUnknown;
+  uint64_t bytes = 0;
+  int64_t recv_count = 0;   // receive count where it differs from the send side
+  int32_t root = -1;
+  int32_t rc = 0;
+  int64_t start_ns = 0;
+  int64_t return_ns = -1;   // the call returned; -1 never
+  int64_t end_ns = -1;      // completed (returned, for blocking calls); -1 never
+
+  bool collective() const { return IsCollective(kind) && comm != 0 && seq != 0; }
+  bool point_to_point() const {
+    return kind == OpKind::kSend || kind == OpKind::kRecv || kind == OpKind::kSendrecv || kind == OpKind::kMrecv;
+  }
+};
+
+struct TimelineInstant {
+  enum class Kind { kMark, kError, kSignal };
+  Kind kind = Kind::kMark;
+  uint32_t thread = 0;
+  int64_t time_ns = 0;
+  std::string text;  // "checkpoint=3", the error message, "SIGSEGV"
+};
+
+struct RankTimeline {
+  int32_t rank = -1;
+  std::string host;
+  int32_t pid = 0;
+  std::string status;   // complete, salvaged, running, failed
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;   // last thing known of the rank
+  std::vector<TimelineOp> ops;  // in call order
+  std::vector<TimelineInstant> instants;
+  std::vector<uint32_t> threads;  // that made calls, ascending
+};
+
+struct TimelineComm {
+  std::string name;              // by lineage: "WORLD", "dup(WORLD)"
+  std::vector<int32_t> members;  // world ranks, in communicator-rank order
+};
+
+struct Timeline {
+  std::vector<RankTimeline> ranks;  // by rank
+  std::vector<std::string> apis;    // interned API names
+  std::map<uint64_t, TimelineComm> comms;
+  int64_t start_ns = 0;             // earliest rank start
+  int64_t end_ns = 0;
+  std::vector<std::string> notes;   // ranks that could not be read
+
+  std::string CommName(uint64_t comm) const;
+};
+
+struct TimelineOptions {
+  std::vector<int32_t> ranks;  // world ranks; empty: all
+  std::function<void(size_t, size_t)> progress;  // ranks read, ranks in all
+};
+
+Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options = {});
+
+// A key equal on the two sides of one message: (comm, sender, receiver, seq).
+struct MessageKey {
+  uint64_t comm;
+  int32_t from;
+  int32_t to;
+  uint64_t seq;
+  auto operator<=>(const MessageKey&) const = default;
+};
+
+}  // namespace replay::interop

@@ -1,0 +1,623 @@
+// The HTML and Markdown reports; see replay/report.h.
+#include "replay/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "analysis/rank_set.h"
+#include "interop/timeline.h"
+#include "replay/event_format.h"
+#include "replay/version.h"
+
+namespace replay {
+namespace {
+
+using interop::RankTimeline;
+using interop::Timeline;
+using interop::TimelineOp;
+
+std::string Esc(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+std::string Key(uint64_t comm, uint64_t seq) { return Hex(comm) + ":" + std::to_string(seq); }
+
+std::string Utc(int64_t realtime_ns) {
+  if (realtime_ns <= 0) return "";
+  time_t t = static_cast<time_t>(realtime_ns / 1000000000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string RanksText(std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  return analysis::FormatRanks(ranks);
+}
+
+std::string TraceName(const TraceReader& trace, const ReportOptions& options) {
+  if (!options.title.empty()) return options.title;
+  std::string d = trace.dir();
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.rfind('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+// The finding whose collective the timeline centres on: the first that names one.
+const Finding* FocusFinding(const CheckReport& report) {
+  for (const Finding& f : report.findings) {
+    if (f.comm && f.seq != 0) return &f;
+  }
+  return nullptr;
+}
+
+// Short text for an operation in a box: "Allreduce #3".
+std::string ShortName(const Timeline& tl, const TimelineOp& o) {
+  std::string s = tl.apis[o.api];
+  for (const char* prefix : {"MPI_", "nccl"}) {
+    if (s.rfind(prefix, 0) == 0) s = s.substr(std::string(prefix).size());
+  }
+  if (!s.empty() && s[0] == ':') s = s.substr(1);
+  if (o.collective()) s += " #" + std::to_string(o.seq);
+  return s;
+}
+
+std::string OpTooltip(const Timeline& tl, const RankTimeline& r, const TimelineOp& o) {
+  std::string s = "rank " + std::to_string(r.rank) + ": " + tl.apis[o.api];
+  if (o.comm != 0) s += " on " + tl.CommName(o.comm);
+  if (o.collective()) s += " #" + std::to_string(o.seq);
+  if (o.point_to_point() && o.peer >= 0) s += (o.is_send ? " to rank " : " from rank ") + std::to_string(o.peer);
+  if (o.count != 0) s += "\ncount " + std::to_string(o.count) + " " + std::string(DataTypeName(o.dtype));
+  if (o.bytes != 0) s += " (" + HumanBytes(o.bytes) + ")";
+  if (o.end_ns >= 0) {
+    s += "\ncompleted after " + HumanDuration(o.end_ns - o.start_ns);
+  } else {
+    s += std::string("\n") + (o.return_ns < 0 ? "never returned" : "never completed") + " (" +
+         HumanDuration(r.end_ns - o.start_ns) + " until the trace ends)";
+  }
+  if (o.rc != 0) s += "\nreturn code " + std::to_string(o.rc);
+  s += "\nevent #" + std::to_string(o.index) + ", thread " + std::to_string(o.thread);
+  return s;
+}
+
+// A time axis with long gaps shortened: every start and end of a shown
+// operation is a breakpoint, and the space between two grows with the log of
+// the time between them, so microsecond calls and minute-long hangs both show.
+class Axis {
+ public:
+  void Add(int64_t t) { points_.push_back(t); }
+  void Finish(double max_width) {
+    std::sort(points_.begin(), points_.end());
+    points_.erase(std::unique(points_.begin(), points_.end()), points_.end());
+    x_.assign(points_.size(), 0);
+    for (size_t i = 1; i < points_.size(); ++i) {
+      double dt_us = static_cast<double>(points_[i] - points_[i - 1]) / 1000.0;
+      x_[i] = x_[i - 1] + std::min(80.0, 5.0 + 9.0 * std::log10(1.0 + dt_us));
+    }
+    double w = x_.empty() ? 0 : x_.back();
+    scale_ = w > max_width ? max_width / w : 1.0;
+  }
+  double X(int64_t t) const {
+    if (points_.empty()) return 0;
+    auto it = std::lower_bound(points_.begin(), points_.end(), t);
+    if (it == points_.end()) return x_.back() * scale_;
+    size_t i = static_cast<size_t>(it - points_.begin());
+    if (*it == t || i == 0) return x_[i] * scale_;
+    double f = static_cast<double>(t - points_[i - 1]) / static_cast<double>(points_[i] - points_[i - 1]);
+    return (x_[i - 1] + f * (x_[i] - x_[i - 1])) * scale_;
+  }
+  double width() const { return x_.empty() ? 0 : x_.back() * scale_; }
+
+ private:
+  std::vector<int64_t> points_;
+  std::vector<double> x_;
+  double scale_ = 1.0;
+};
+
+constexpr const char* kStyle = R"CSS(
+:root{--fg:#1d2330;--dim:#5b6472;--line:#d8dde6;--bg:#fff;--panel:#f6f8fb;--red:#c62828;--amber:#b26a00;--green:#2e7d32;--blue:#2f6db5}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}
+header,section,footer{padding:14px 28px}
+header{background:var(--panel);border-bottom:1px solid var(--line)}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:8px 0 10px}
+.sub{color:var(--dim);margin:0}
+.verdict{font-weight:600}.verdict.bad{color:var(--red)}.verdict.good{color:var(--green)}
+ol.findings{padding-left:22px;margin:0}
+.finding{margin:0 0 14px;padding:8px 12px;border-left:4px solid var(--amber);background:var(--panel);border-radius:4px;cursor:pointer}
+.finding.first{border-left-color:var(--red)}
+.kind{display:inline-block;font:600 12px ui-monospace,monospace;color:#fff;background:var(--amber);padding:1px 6px;border-radius:3px;margin-right:6px}
+.first .kind{background:var(--red)}
+.ftitle{font-weight:600}
+.details{margin:6px 0;padding-left:18px;font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;color:#333}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0 0;font-size:13px}
+dl.facts dt{color:var(--dim)}dl.facts dd{margin:0}
+table{border-collapse:collapse;font-size:13px}
+th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;vertical-align:top}
+th{background:var(--panel)}
+td.mono,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
+.st-bad{color:var(--red);font-weight:600}.st-ok{color:var(--green)}
+.note{color:var(--dim);font-size:13px}
+.scroll{overflow-x:auto;border:1px solid var(--line);border-radius:4px;background:#fff}
+svg text{font:11px system-ui,sans-serif;fill:var(--fg)}
+svg .rowlabel{font-weight:600}
+svg .rowbg{fill:#fafbfc}
+svg .op{stroke:#fff;stroke-width:.5}
+svg .op.collective{fill:#7da7d9}svg .op.p2p{fill:#9ccc9c}svg .op.call{fill:#c9c9c9}
+svg .op.open{fill:#f3b2a8;stroke:var(--red);stroke-width:1;stroke-dasharray:3 2}
+svg .op.hl{fill:var(--red);stroke:#000;stroke-width:1.2}
+svg .op.sel{stroke:#000;stroke-width:2}
+svg .missing{fill:none;stroke:var(--red);stroke-width:1.5;stroke-dasharray:4 3}
+svg .oplabel{font-size:10px;pointer-events:none;fill:#102030}
+svg .arrow{stroke:#6b7a90;stroke-width:.8;fill:none;opacity:.55}
+svg .arrow.msg{stroke:#4c8c4c}
+svg .arrow.hl{stroke:var(--red);stroke-width:1.6;opacity:.95}
+svg .tick{stroke:var(--line)}
+.legend span{display:inline-block;margin-right:14px;font-size:12px;color:var(--dim)}
+.legend i{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:-1px;border-radius:2px}
+footer{color:var(--dim);font-size:12px;border-top:1px solid var(--line)}
+)CSS";
+
+constexpr const char* kScript = R"JS(
+(function(){
+  document.documentElement.classList.add('js');
+  var ops = document.querySelectorAll('#timeline .op');
+  document.body.setAttribute('data-ops', String(ops.length));
+  document.body.setAttribute('data-findings', String(document.querySelectorAll('.finding').length));
+  document.querySelectorAll('.finding[data-key]').forEach(function(li){
+    li.addEventListener('click', function(){
+      document.querySelectorAll('#timeline .sel').forEach(function(e){ e.classList.remove('sel'); });
+      document.querySelectorAll('#timeline [data-key="' + li.getAttribute('data-key') + '"]').forEach(function(e){ e.classList.add('sel'); });
+      var t = document.getElementById('timeline'); if (t && t.scrollIntoView) t.scrollIntoView();
+    });
+  });
+})();
+)JS";
+
+class HtmlPage {
+ public:
+  HtmlPage(const TraceReader& trace, const CheckReport& report, const ReportOptions& options, const Timeline& tl)
+      : trace_(trace), report_(report), options_(options), tl_(tl) {}
+
+  std::string Render() {
+    const std::string name = TraceName(trace_, options_);
+    out_ << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+         << "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+         << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+         << "<title>replay report: " << Esc(name) << "</title><style>" << kStyle << "</style></head><body>\n";
+    Header(name);
+    Findings();
+    TimelineSection();
+    Ranks();
+    Config();
+    Notes();
+    out_ << "<footer>Made by " << Esc(VersionLine()) << " (<span class=\"mono\">replay report</span>). "
+         << "This page is self-contained: it loads nothing from the network.</footer>\n";
+    out_ << "<script>" << kScript << "</script>\n</body></html>\n";
+    return out_.str();
+  }
+
+ private:
+  void Header(const std::string& name) {
+    out_ << "<header><h1>replay report: " << Esc(name) << "</h1><p class=\"sub\">";
+    size_t n = report_.findings.size();
+    out_ << "<span class=\"verdict " << (n ? "bad" : "good") << "\">"
+         << (n ? std::to_string(n) + (n == 1 ? " finding" : " findings") : "no findings") << "</span> · "
+         << report_.ranks.size() << " ranks";
+    if (report_.world_size > 0) out_ << " of " << report_.world_size;
+    if (trace_.manifest()) {
+      const JobManifest& m = *trace_.manifest();
+      out_ << " · recorded " << Esc(Utc(m.created_realtime_ns)) << " · level " << Esc(std::string(LevelName(m.level)));
+      std::string cmd;
+      for (const std::string& a : m.command) cmd += (cmd.empty() ? "" : " ") + a;
+      if (!cmd.empty()) out_ << "</p><p class=\"sub mono\">" << Esc(cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd);
+    }
+    out_ << "</p></header>\n";
+  }
+
+  void Findings() {
+    out_ << "<section id=\"findings\"><h2>Findings</h2>\n";
+    if (report_.findings.empty()) {
+      out_ << "<p>`replay check` found nothing wrong: every collective matched and completed, every message was "
+              "received, and the ranks' configuration agrees.</p></section>\n";
+      return;
+    }
+    out_ << "<ol class=\"findings\">\n";
+    for (size_t i = 0; i < report_.findings.size(); ++i) {
+      const Finding& f = report_.findings[i];
+      out_ << "<li class=\"finding" << (i == 0 ? " first" : "") << "\" id=\"finding-" << i + 1 << "\"";
+      if (f.comm && f.seq != 0) out_ << " data-key=\"" << Key(f.comm->id, f.seq) << "\"";
+      out_ << "><span class=\"kind\">" << Esc(std::string(FindingKindName(f.kind))) << "</span><span class=\"ftitle\">"
+           << Esc(f.title) << "</span>\n";
+      if (!f.details.empty()) {
+        out_ << "<ul class=\"details\">";
+        for (size_t d = 0; d < f.details.size() && d < 24; ++d) out_ << "<li>" << Esc(f.details[d]) << "</li>";
+        if (f.details.size() > 24) out_ << "<li>… " << f.details.size() - 24 << " more lines (see replay check)</li>";
+        out_ << "</ul>\n";
+      }
+      out_ << "<dl class=\"facts\">";
+      if (!f.ranks.empty()) out_ << "<dt>ranks</dt><dd>" << Esc(RanksText(f.ranks)) << "</dd>";
+      if (f.comm) {
+        out_ << "<dt>communicator</dt><dd>" << Esc(f.comm->name);
+        if (!f.comm->members.empty()) out_ << " (ranks " << Esc(RanksText(f.comm->members)) << ")";
+        out_ << "</dd>";
+      }
+      if (f.seq != 0) out_ << "<dt>sequence</dt><dd>#" << f.seq << (f.op.empty() ? "" : " (" + Esc(f.op) + ")") << "</dd>";
+      if (f.call_site) out_ << "<dt>call site</dt><dd class=\"mono\">" << Esc(FormatCallSite(*f.call_site)) << "</dd>";
+      std::string cats;
+      for (const std::string& c : f.categories) cats += (cats.empty() ? "" : "; ") + c;
+      if (!cats.empty()) out_ << "<dt>category</dt><dd>" << Esc(cats) << "</dd>";
+      if (!f.fix.empty()) out_ << "<dt>fix</dt><dd>" << Esc(f.fix) << "</dd>";
+      out_ << "</dl></li>\n";
+    }
+    out_ << "</ol></section>\n";
+  }
+
+  // Which ranks get a row: those at fault in the focus finding first, then by rank.
+  std::vector<const RankTimeline*> Rows(const Finding* focus) {
+    std::vector<const RankTimeline*> rows;
+    std::set<int32_t> chosen;
+    auto add = [&](int32_t rank) {
+      if (rows.size() >= options_.max_ranks || chosen.count(rank)) return;
+      for (const RankTimeline& r : tl_.ranks) {
+        if (r.rank == rank) {
+          rows.push_back(&r);
+          chosen.insert(rank);
+        }
+      }
+    };
+    if (focus != nullptr) {
+      for (int32_t r : focus->ranks) add(r);
+    }
+    for (const RankTimeline& r : tl_.ranks) add(r.rank);
+    std::sort(rows.begin(), rows.end(), [](const RankTimeline* a, const RankTimeline* b) { return a->rank < b->rank; });
+    return rows;
+  }
+
+  void TimelineSection() {
+    out_ << "<section id=\"timeline\"><h2>Timeline</h2>\n";
+    const Finding* focus = FocusFinding(report_);
+    std::vector<const RankTimeline*> rows = Rows(focus);
+
+    // The window of each row: operations around the focus collective, or the
+    // last ones of the rank when there is none.
+    struct Window {
+      size_t lo = 0, hi = 0;
+    };
+    std::vector<Window> windows(rows.size());
+    std::vector<long> focus_index(rows.size(), -1);
+    int64_t focus_time = INT64_MAX;
+    if (focus != nullptr) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& ops = rows[i]->ops;
+        for (size_t k = 0; k < ops.size(); ++k) {
+          if (ops[k].collective() && ops[k].comm == focus->comm->id && ops[k].seq == focus->seq) {
+            focus_index[i] = static_cast<long>(k);
+            focus_time = std::min(focus_time, ops[k].start_ns);
+            break;
+          }
+        }
+      }
+    }
+    size_t total_ops = 0;
+    size_t shown_ops = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& ops = rows[i]->ops;
+      total_ops += ops.size();
+      if (ops.empty()) continue;
+      size_t center;
+      if (focus_index[i] >= 0) {
+        center = static_cast<size_t>(focus_index[i]);
+      } else if (focus_time != INT64_MAX) {
+        // A rank without the focus collective: what it did around that time.
+        center = 0;
+        while (center + 1 < ops.size() && ops[center + 1].start_ns <= focus_time) ++center;
+      } else {
+        center = ops.size() - 1;
+      }
+      windows[i].lo = center > options_.ops_before ? center - options_.ops_before : 0;
+      windows[i].hi = std::min(ops.size(), center + options_.ops_after + 1);
+      shown_ops += windows[i].hi - windows[i].lo;
+    }
+
+    auto end_of = [](const RankTimeline& r, const TimelineOp& o) { return std::max(o.start_ns, o.end_ns >= 0 ? o.end_ns : r.end_ns); };
+    Axis axis;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (size_t k = windows[i].lo; k < windows[i].hi; ++k) {
+        axis.Add(rows[i]->ops[k].start_ns);
+        axis.Add(end_of(*rows[i], rows[i]->ops[k]));
+      }
+    }
+    if (focus_time != INT64_MAX) axis.Add(focus_time);
+    axis.Finish(6000);
+
+    out_ << "<p class=\"note\">";
+    if (focus != nullptr) {
+      out_ << "Around " << Esc(focus->op.empty() ? "the collective" : focus->op) << " on " << Esc(focus->comm->name) << " #"
+           << focus->seq << " (finding " << (focus - report_.findings.data()) + 1 << ", highlighted in red)";
+    } else {
+      out_ << "The last operations of each rank";
+    }
+    out_ << ": " << shown_ops << " of " << total_ops << " operations";
+    if (rows.size() < tl_.ranks.size()) out_ << " on " << rows.size() << " of " << tl_.ranks.size() << " ranks";
+    out_ << ". The time axis is compressed: long gaps are shortened, so widths show order and rough length, not scale. "
+            "Arrows join the operations of one collective (same communicator and sequence number) and each message's send "
+            "and receive. Hover over an operation for its details; click a finding to mark its operations.</p>\n";
+    out_ << "<p class=\"legend\"><span><i style=\"background:#7da7d9\"></i>collective</span><span><i style=\"background:#9ccc9c\"></i>point-to-point</span>"
+            "<span><i style=\"background:#c9c9c9\"></i>other call</span><span><i style=\"background:#f3b2a8;border:1px dashed #c62828\"></i>never completed</span>"
+            "<span><i style=\"background:#c62828\"></i>the collective of the first finding</span></p>\n";
+
+    const double label_w = 92;
+    const double row_h = 34;
+    const double box_h = 18;
+    const double width = label_w + axis.width() + 40;
+    const double height = row_h * static_cast<double>(rows.size()) + 10;
+    out_ << "<div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Num(width) << "\" height=\""
+         << Num(height) << "\" viewBox=\"0 0 " << Num(width) << " " << Num(height) << "\">\n";
+    out_ << "<defs><marker id=\"ah\" viewBox=\"0 0 6 6\" refX=\"5\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\">"
+            "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#6b7a90\"/></marker>"
+            "<marker id=\"ahr\" viewBox=\"0 0 6 6\" refX=\"5\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\">"
+            "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#c62828\"/></marker></defs>\n";
+
+    std::map<int32_t, const RankState*> states;
+    for (const RankState& s : report_.ranks) states[s.rank] = &s;
+    std::set<int32_t> missing;
+    if (focus != nullptr && focus->kind == FindingKind::kMissingRanks) missing.insert(focus->ranks.begin(), focus->ranks.end());
+
+    struct Box {
+      size_t row;
+      double x, w, y;
+    };
+    std::map<std::pair<uint64_t, uint64_t>, std::vector<Box>> by_collective;
+    std::map<interop::MessageKey, Box> sends;
+    std::vector<std::pair<Box, interop::MessageKey>> receives;
+    std::ostringstream boxes;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RankTimeline& r = *rows[i];
+      const double y = 5 + row_h * static_cast<double>(i);
+      auto st = states.find(r.rank);
+      const bool bad = st != states.end() && (st->second->blocked || st->second->signal != 0);
+      out_ << "<rect class=\"rowbg\" x=\"0\" y=\"" << Num(y) << "\" width=\"" << Num(width) << "\" height=\"" << Num(row_h - 4)
+           << "\"/><text class=\"rowlabel\" x=\"6\" y=\"" << Num(y + 19) << "\"" << (bad ? " style=\"fill:#c62828\"" : "")
+           << ">rank " << r.rank << "<title>" << Esc(st != states.end() ? st->second->status + ": " + st->second->doing : r.status)
+           << "</title></text>\n";
+      for (size_t k = windows[i].lo; k < windows[i].hi; ++k) {
+        const TimelineOp& o = r.ops[k];
+        const double x0 = label_w + axis.X(o.start_ns);
+        const double x1 = label_w + axis.X(end_of(r, o));
+        const double w = std::max(2.0, x1 - x0);
+        const bool hl = focus != nullptr && o.collective() && o.comm == focus->comm->id && o.seq == focus->seq;
+        std::string cls = std::string("op ") + (o.collective() ? "collective" : o.point_to_point() ? "p2p" : "call");
+        if (o.end_ns < 0) cls += " open";
+        if (hl) cls += " hl";
+        const double by = y + (row_h - 4 - box_h) / 2;
+        boxes << "<rect class=\"" << cls << "\" x=\"" << Num(x0) << "\" y=\"" << Num(by) << "\" width=\"" << Num(w)
+              << "\" height=\"" << Num(box_h) << "\" rx=\"2\"";
+        if (o.collective()) boxes << " data-key=\"" << Key(o.comm, o.seq) << "\"";
+        boxes << "><title>" << Esc(OpTooltip(tl_, r, o)) << "</title></rect>\n";
+        std::string label = ShortName(tl_, o);
+        if (w > 7.0 * static_cast<double>(label.size()) * 0.8) {
+          boxes << "<text class=\"oplabel\" x=\"" << Num(x0 + 3) << "\" y=\"" << Num(by + 13) << "\">" << Esc(label) << "</text>\n";
+        }
+        Box b{i, x0, w, by};
+        if (o.collective()) {
+          by_collective[{o.comm, o.seq}].push_back(b);
+        } else if (o.point_to_point() && o.peer >= 0 && o.peer_seq != 0) {
+          if (o.is_send) {
+            sends[{o.comm, r.rank, o.peer, o.peer_seq}] = b;
+          } else {
+            receives.push_back({b, {o.comm, o.peer, r.rank, o.peer_seq}});
+          }
+        }
+      }
+      if (missing.count(r.rank) && focus_time != INT64_MAX) {
+        const double x0 = label_w + axis.X(focus_time);
+        boxes << "<rect class=\"missing\" x=\"" << Num(x0) << "\" y=\"" << Num(y + 3) << "\" width=\"36\" height=\""
+              << Num(row_h - 10) << "\"><title>rank " << r.rank << " never entered " << Esc(focus->op) << " on "
+              << Esc(focus->comm->name) << " #" << focus->seq << "</title></rect><text x=\"" << Num(x0 + 40) << "\" y=\""
+              << Num(y + 19) << "\" style=\"fill:#c62828;font-weight:600\">missing from #" << focus->seq << "</text>\n";
+      }
+    }
+    // Arrows under the boxes.
+    size_t arrows = 0;
+    auto arrow = [&](const Box& a, const Box& b, const std::string& cls) {
+      if (arrows++ >= options_.max_arrows) return;
+      const bool down = b.row > a.row;
+      double xa = a.x + std::min(a.w, 6.0) / 2, xb = b.x + std::min(b.w, 6.0) / 2;
+      double ya = down ? a.y + box_h : a.y, yb = down ? b.y : b.y + box_h;
+      out_ << "<line class=\"arrow " << cls << "\" x1=\"" << Num(xa) << "\" y1=\"" << Num(ya) << "\" x2=\"" << Num(xb)
+           << "\" y2=\"" << Num(yb) << "\" marker-end=\"url(#" << (cls.find("hl") != std::string::npos ? "ahr" : "ah")
+           << ")\"/>\n";
+    };
+    for (auto& [key, list] : by_collective) {
+      std::sort(list.begin(), list.end(), [](const Box& a, const Box& b) { return a.row < b.row; });
+      const bool hl = focus != nullptr && key.first == focus->comm->id && key.second == focus->seq;
+      for (size_t k = 1; k < list.size(); ++k) arrow(list[k - 1], list[k], hl ? "hl" : "");
+    }
+    for (const auto& [to, key] : receives) {
+      auto it = sends.find(key);
+      if (it != sends.end() && it->second.row != to.row) arrow(it->second, to, "msg");
+    }
+    out_ << boxes.str() << "</svg></div>\n";
+    if (arrows > options_.max_arrows) {
+      out_ << "<p class=\"note\">" << arrows - options_.max_arrows << " more arrows were left out.</p>\n";
+    }
+    out_ << "</section>\n";
+  }
+
+  void Ranks() {
+    out_ << "<section id=\"ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>status</th><th>host</th><th>events</th>"
+            "<th>what it was doing at the end</th></tr></thead><tbody>\n";
+    std::map<int32_t, const RankTimeline*> tl;
+    for (const RankTimeline& r : tl_.ranks) tl[r.rank] = &r;
+    for (const RankState& s : report_.ranks) {
+      const bool bad = s.blocked || s.signal != 0 || s.status == "untraced" || s.status == "failed";
+      auto t = tl.find(s.rank);
+      out_ << "<tr><td>" << s.rank << "</td><td class=\"" << (bad ? "st-bad" : "st-ok") << "\">" << Esc(s.status)
+           << (s.close_reason.empty() ? "" : " (" + Esc(s.close_reason) + ")") << "</td><td>"
+           << Esc(t != tl.end() ? t->second->host : "") << "</td><td>" << s.events << "</td><td>" << Esc(s.doing)
+           << "</td></tr>\n";
+    }
+    out_ << "</tbody></table></section>\n";
+  }
+
+  void Config() {
+    out_ << "<section id=\"config\"><h2>Configuration differences</h2>\n";
+    bool any = false;
+    for (const Finding& f : report_.findings) {
+      if (f.kind != FindingKind::kConfig) continue;
+      auto settings = f.data.find("settings");
+      if (settings == f.data.end() || !settings->is_array()) continue;
+      if (!any) out_ << "<table><thead><tr><th>source</th><th>setting</th><th>value</th><th>ranks</th></tr></thead><tbody>\n";
+      any = true;
+      for (const auto& s : *settings) {
+        const auto& values = s.value("values", nlohmann::json::array());
+        bool first = true;
+        for (const auto& v : values) {
+          std::vector<int32_t> ranks;
+          for (const auto& r : v.value("ranks", nlohmann::json::array())) ranks.push_back(r.get<int32_t>());
+          std::string value = v.contains("value") && v["value"].is_string() ? v["value"].get<std::string>() : v.value("value", nlohmann::json()).dump();
+          out_ << "<tr><td>" << (first ? Esc(s.value("source", "")) : "") << "</td><td class=\"mono\">"
+               << (first ? Esc(s.value("key", "")) : "") << "</td><td class=\"mono\">" << Esc(value) << "</td><td>"
+               << Esc(RanksText(ranks)) << "</td></tr>\n";
+          first = false;
+        }
+      }
+    }
+    if (any) {
+      out_ << "</tbody></table>\n";
+    } else {
+      out_ << "<p>None: environment, versions and MPI settings agree across the ranks (variables that differ by design, "
+              "such as ranks and pids, are not compared).</p>\n";
+    }
+    out_ << "</section>\n";
+  }
+
+  void Notes() {
+    if (report_.notes.empty() && tl_.notes.empty()) return;
+    out_ << "<section id=\"notes\"><h2>Limits of this report</h2><ul>";
+    for (const std::string& n : report_.notes) out_ << "<li>" << Esc(n) << "</li>";
+    for (const std::string& n : tl_.notes) out_ << "<li>" << Esc(n) << "</li>";
+    out_ << "</ul></section>\n";
+  }
+
+  const TraceReader& trace_;
+  const CheckReport& report_;
+  const ReportOptions& options_;
+  const Timeline& tl_;
+  std::ostringstream out_;
+};
+
+// Markdown table cell text: no newlines, pipes escaped.
+std::string Cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n') {
+      out += ' ';
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> RenderHtmlReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
+  interop::TimelineOptions to;
+  to.progress = options.progress;
+  REPLAY_ASSIGN_OR_RETURN(Timeline tl, interop::BuildTimeline(trace, to));
+  HtmlPage page(trace, report, options, tl);
+  return page.Render();
+}
+
+std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
+  std::ostringstream md;
+  const std::string name = TraceName(trace, options);
+  size_t n = report.findings.size();
+  md << "### replay check: " << (n ? std::to_string(n) + (n == 1 ? " finding" : " findings") : "no findings") << " in `"
+     << name << "` (" << report.ranks.size() << " ranks";
+  if (report.world_size > 0 && static_cast<size_t>(report.world_size) != report.ranks.size()) md << " of " << report.world_size;
+  md << ")\n\n";
+  if (trace.manifest() && !trace.manifest()->command.empty()) {
+    std::string cmd;
+    for (const std::string& a : trace.manifest()->command) cmd += (cmd.empty() ? "" : " ") + a;
+    md << "Command: `" << (cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd) << "`\n\n";
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Finding& f = report.findings[i];
+    md << i + 1 << ". **" << FindingKindName(f.kind) << "**: " << f.title << "\n";
+    for (size_t d = 0; d < f.details.size() && d < 8; ++d) md << "   - " << f.details[d] << "\n";
+    if (f.details.size() > 8) md << "   - … " << f.details.size() - 8 << " more lines\n";
+    if (f.comm) {
+      md << "   - communicator: " << f.comm->name;
+      if (!f.comm->members.empty()) md << " (ranks " << RanksText(f.comm->members) << ")";
+      md << "\n";
+    }
+    if (f.call_site) md << "   - call site: `" << FormatCallSite(*f.call_site) << "`\n";
+    std::string cats;
+    for (const std::string& c : f.categories) cats += (cats.empty() ? "" : "; ") + c;
+    if (!cats.empty()) md << "   - category: " << cats << "\n";
+    if (!f.fix.empty()) md << "   - fix: " << f.fix << "\n";
+  }
+  if (n) md << "\n";
+  md << "<details><summary>Ranks</summary>\n\n| rank | status | doing |\n|---:|---|---|\n";
+  for (const RankState& s : report.ranks) {
+    md << "| " << s.rank << " | " << Cell(s.status + (s.close_reason.empty() ? "" : " (" + s.close_reason + ")")) << " | "
+       << Cell(s.doing) << " |\n";
+  }
+  md << "\n</details>\n\n";
+  bool any = false;
+  for (const Finding& f : report.findings) {
+    if (f.kind != FindingKind::kConfig) continue;
+    auto settings = f.data.find("settings");
+    if (settings == f.data.end() || !settings->is_array()) continue;
+    if (!any) md << "Configuration that differs across ranks:\n\n| setting | value | ranks |\n|---|---|---|\n";
+    any = true;
+    for (const auto& s : *settings) {
+      for (const auto& v : s.value("values", nlohmann::json::array())) {
+        std::vector<int32_t> ranks;
+        for (const auto& r : v.value("ranks", nlohmann::json::array())) ranks.push_back(r.get<int32_t>());
+        std::string value = v.contains("value") && v["value"].is_string() ? v["value"].get<std::string>() : "(unset)";
+        md << "| `" << Cell(s.value("key", "")) << "` | `" << Cell(value) << "` | " << RanksText(ranks) << " |\n";
+      }
+    }
+  }
+  if (any) md << "\n";
+  if (!report.notes.empty()) {
+    md << "Limits of this check:\n";
+    for (const std::string& note : report.notes) md << "- " << note << "\n";
+    md << "\n";
+  }
+  md << "<sub>" << VersionLine() << ", `replay report --markdown`</sub>\n";
+  return md.str();
+}
+
+}  // namespace replay

@@ -1,0 +1,251 @@
+// End-to-end: a recorded job bundled, reported and exported with the `replay`
+// command, and every command reading bundles and Flight Recorder dumps.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "replay/bundle.h"
+#include "replay/trace_reader.h"
+#include "support/run.h"
+#include "support/temp_dir.h"
+
+namespace replay {
+namespace {
+
+using nlohmann::json;
+using testing::Replay;
+using testing::Run;
+using testing::RunResult;
+using testing::TempDir;
+
+// Planted in the environment of the recorded job (and, for the last, on the
+// recorded command line), where a real job carries credentials.
+constexpr const char* kHfToken = "hf_QpZrT8wXy2LmN4vB6cD8eF0gH2jK4lM6nP";
+constexpr const char* kAwsSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+constexpr const char* kUrlPassword = "hunter2correcthorse";
+constexpr const char* kWandbKey = "0123456789abcdef0123456789abcdef01234567";
+
+// Records 4 ranks of the trainer at level data; rank 1 passes half the count
+// to the gradient allreduce of step 2 and the job hangs (stopped after 8 s).
+void RecordMismatch(const std::string& dir) {
+  std::string env = std::string("export HF_TOKEN=") + kHfToken + " AWS_SECRET_ACCESS_KEY=" + kAwsSecret +
+                    " MLFLOW_TRACKING_URI=https://alice:" + kUrlPassword + "@mlflow.example.com/api" +
+                    " REPLAY_ENV_PREFIXES=OMPI_,REPLAY_,HF_,AWS_,MLFLOW_,WANDB_; ";
+  RunResult r = Run(env + Replay() + " record --level data -o " + dir + " -- env WANDB_API_KEY=" + kWandbKey + " " +
+                        testing::Mpirun(4) + " " + testing::MpiTrain() +
+                        " --ckpt-every 0 --steps 6 --fault mismatch:rank=1,step=2",
+                    8);
+  INFO(r.output);
+  REQUIRE(std::filesystem::exists(dir + "/rank-00003"));
+}
+
+json CheckJson(const std::string& path, int* exit_code) {
+  RunResult r = Run(Replay() + " check --json " + path, 60);
+  INFO(r.output);
+  *exit_code = r.exit_code;
+  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+  return json::parse(r.output);
+}
+
+// All a reader of the bundle could see: its bytes, the files it unpacks to,
+// and what their headers and manifest decode to.
+std::string EverythingIn(const std::string& bundle, const std::string& unpack_dir) {
+  std::string all = testing::ReadFile(bundle);
+  auto unpacked = UnpackBundle(bundle, unpack_dir);
+  REQUIRE(unpacked.ok());
+  for (const std::string& f : unpacked->files) all += testing::ReadFile(unpack_dir + "/" + f);
+  auto trace = TraceReader::Open(unpack_dir);
+  REQUIRE(trace.ok());
+  for (const std::string& a : (*trace)->manifest()->command) all += a + "\n";
+  for (const RankEntry& e : (*trace)->ranks()) {
+    for (const auto& [k, v] : e.header.environment) all += k + "=" + v + "\n";
+    for (const std::string& a : e.header.command_line) all += a + "\n";
+  }
+  return all;
+}
+
+std::vector<std::string> UnpackedFiles(const std::string& bundle, const std::string& dir) {
+  auto unpacked = UnpackBundle(bundle, dir);
+  REQUIRE(unpacked.ok());
+  return unpacked->files;
+}
+
+bool AnyPayloads(const std::vector<std::string>& files) {
+  return std::any_of(files.begin(), files.end(), [](const std::string& f) { return f.find("/payloads") != std::string::npos; });
+}
+
+TEST_CASE("a recorded job's bundle is small, redacted, and every command reads it like the directory", "[e2e]") {
+  TempDir tmp;
+  const std::string t = tmp / "job";
+  RecordMismatch(t);
+
+  // The planted secrets were recorded.
+  {
+    auto trace = TraceReader::Open(t);
+    REQUIRE(trace.ok());
+    const RankHeader& h = (*trace)->ranks()[0].header;
+    CHECK(h.Env("HF_TOKEN") == kHfToken);
+    CHECK(h.Env("WANDB_API_KEY") == kWandbKey);
+  }
+
+  RunResult b = Run(Replay() + " bundle " + t + " -o " + (tmp / "job.rpb"), 120);
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK(b.output.find("4 ranks") != std::string::npos);
+  CHECK(std::regex_search(b.output, std::regex("in [0-9.]+ s")));
+  CHECK(b.output.find("HF_TOKEN (secret name)") != std::string::npos);
+  // Small enough to attach to a GitHub issue (25 MB), by far.
+  CHECK(std::filesystem::file_size(tmp / "job.rpb") < 4u << 20);
+
+  SECTION("check on the bundle says what check on the directory says") {
+    int dir_rc = -1;
+    int bundle_rc = -1;
+    json from_dir = CheckJson(t, &dir_rc);
+    json from_bundle = CheckJson(tmp / "job.rpb", &bundle_rc);
+    CHECK(dir_rc == 1);
+    CHECK(bundle_rc == dir_rc);
+    REQUIRE(!from_dir["findings"].empty());
+    CHECK(from_dir["findings"][0]["kind"] == "mismatch");
+    CHECK(from_bundle["findings"] == from_dir["findings"]);
+    CHECK(from_bundle["ranks"] == from_dir["ranks"]);
+    CHECK(from_bundle["trace"] == tmp / "job.rpb");
+    // And the check the bundle carries in its header is the same.
+    auto header = ReadBundleHeader(tmp / "job.rpb");
+    REQUIRE(header.ok());
+    CHECK((*header)["check"]["findings"] == from_dir["findings"]);
+  }
+  SECTION("info, dump and report read the bundle") {
+    RunResult info = Run(Replay() + " info --json " + (tmp / "job.rpb"), 60);
+    INFO(info.output);
+    REQUIRE(info.exit_code == 0);
+    CHECK(json::parse(info.output)["ranks"].size() == 4);
+    RunResult dump = Run(Replay() + " dump --rank 1 --events 0-5 " + (tmp / "job.rpb"), 60);
+    CHECK(dump.exit_code == 0);
+    RunResult md = Run(Replay() + " report --markdown " + (tmp / "job.rpb"), 60);
+    INFO(md.output);
+    REQUIRE(md.exit_code == 0);
+    CHECK(md.output.find("1. **mismatch**") != std::string::npos);
+    RunResult html = Run(Replay() + " report " + (tmp / "job.rpb") + " -o " + (tmp / "r.html"), 60);
+    INFO(html.output);
+    REQUIRE(html.exit_code == 0);
+    CHECK(testing::ReadFile(tmp / "r.html").find("<span class=\"kind\">mismatch</span>") != std::string::npos);
+  }
+  SECTION("the secrets are in no byte of it, and are listed as redacted") {
+    const std::string all = EverythingIn(tmp / "job.rpb", tmp / "out");
+    for (const char* secret : {kHfToken, kAwsSecret, kUrlPassword, kWandbKey}) {
+      INFO(secret);
+      CHECK(all.find(secret) == std::string::npos);
+    }
+    CHECK(all.find("@mlflow.example.com/api") != std::string::npos);
+    auto header = ReadBundleHeader(tmp / "job.rpb");
+    REQUIRE(header.ok());
+    std::set<std::string> names;
+    for (const auto& item : (*header)["redaction"]["items"]) names.insert(item["name"].get<std::string>());
+    for (const char* name : {"HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_URI", "WANDB_API_KEY"}) {
+      INFO(name);
+      CHECK(names.count(name) == 1);
+    }
+  }
+  SECTION("--no-payloads leaves the received bytes out, --ranks keeps a subset") {
+    CHECK(AnyPayloads(UnpackedFiles(tmp / "job.rpb", tmp / "all")));
+    RunResult np = Run(Replay() + " bundle --no-payloads " + t + " -o " + (tmp / "np.rpb"), 120);
+    INFO(np.output);
+    REQUIRE(np.exit_code == 0);
+    CHECK(!AnyPayloads(UnpackedFiles(tmp / "np.rpb", tmp / "np")));
+    CHECK(std::filesystem::file_size(tmp / "np.rpb") < std::filesystem::file_size(tmp / "job.rpb"));
+
+    RunResult some = Run(Replay() + " bundle --ranks 0,2-3 " + t + " -o " + (tmp / "some.rpb"), 120);
+    INFO(some.output);
+    REQUIRE(some.exit_code == 0);
+    int rc = -1;
+    json k = CheckJson(tmp / "some.rpb", &rc);
+    // The rank left out is still one of the job's: check lists it as untraced.
+    std::vector<int> ranks;
+    for (const auto& r : k["ranks"]) {
+      if (r["status"] != "untraced") ranks.push_back(r["rank"]);
+    }
+    CHECK(ranks == std::vector<int>{0, 2, 3});
+    CHECK(k["ranks"][1]["status"] == "untraced");
+
+    RunResult bad = Run(Replay() + " bundle --ranks 0,x " + t + " -o " + (tmp / "bad.rpb"), 60);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.output.find("--ranks") != std::string::npos);
+  }
+  SECTION("exported as Flight Recorder dumps, the job is diagnosed the same") {
+    RunResult e = Run(Replay() + " export " + t + " --format flight-recorder -o " + (tmp / "fr"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    CHECK(std::filesystem::exists(tmp / "fr/nccl_trace_rank_3"));
+    int rc = -1;
+    json k = CheckJson(tmp / "fr", &rc);
+    CHECK(rc == 1);
+    REQUIRE(!k["findings"].empty());
+    CHECK(k["findings"][0]["kind"] == "mismatch");
+    CHECK(k["findings"][0]["ranks"] == json::array({1}));
+  }
+  SECTION("exported for Perfetto, it is one JSON document of trace events") {
+    RunResult e = Run(Replay() + " export " + t + " --format perfetto -o " + (tmp / "trace.json"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    json doc = json::parse(testing::ReadFile(tmp / "trace.json"));
+    std::set<int> pids;
+    for (const auto& ev : doc["traceEvents"]) pids.insert(ev["pid"].get<int>());
+    CHECK(pids == std::set<int>{0, 1, 2, 3});
+  }
+}
+
+TEST_CASE("commands given a damaged or foreign file say what it is and exit 2", "[e2e]") {
+  TempDir tmp;
+  testing::WriteFile(tmp / "notes.txt", "nothing to see here\n");
+  // Section names must be the same on every run of the test case: no paths in them.
+  struct Command {
+    const char* name;
+    bool takes_output;  // ends in -o, which wants a path next
+  };
+  for (Command c : {Command{"check", false}, Command{"info", false}, Command{"report --markdown", false},
+                    Command{"bundle -o", true}, Command{"export --format perfetto -o", true}}) {
+    const char* cmd = c.name;
+    DYNAMIC_SECTION(cmd) {
+      const std::string out = c.takes_output ? " " + (tmp / "out") : "";
+      RunResult r = Run(Replay() + " " + cmd + out + " " + (tmp / "notes.txt"), 60);
+      INFO(r.output);
+      CHECK(r.exit_code == 2);
+      CHECK(r.output.find("neither a bundle") != std::string::npos);
+    }
+  }
+  SECTION("a truncated bundle") {
+    // A bundle of the Flight Recorder dumps in the test data, cut in half.
+    const std::string dumps = std::string(REPLAY_SOURCE_DIR) + "/tests/interop/data/fr_mismatch_json";
+    RunResult b = Run(Replay() + " bundle " + dumps + " -o " + (tmp / "fr.rpb"), 60);
+    INFO(b.output);
+    REQUIRE(b.exit_code == 0);
+    const std::string bytes = testing::ReadFile(tmp / "fr.rpb");
+    testing::WriteFile(tmp / "cut.rpb", bytes.substr(0, bytes.size() / 2));
+    RunResult r = Run(Replay() + " check " + (tmp / "cut.rpb"), 60);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("the bundle is incomplete") != std::string::npos);
+    // The whole one reads.
+    RunResult whole = Run(Replay() + " check " + (tmp / "fr.rpb"), 60);
+    CHECK(whole.exit_code == 1);
+  }
+}
+
+TEST_CASE("check reads a directory of Flight Recorder dumps and names the mismatch", "[e2e]") {
+  for (const char* set : {"fr_mismatch_json", "fr_mismatch_pickle"}) {
+    DYNAMIC_SECTION(set) {
+      RunResult r = Run(Replay() + " check " + REPLAY_SOURCE_DIR + "/tests/interop/data/" + set, 60);
+      INFO(r.output);
+      CHECK(r.exit_code == 1);
+      CHECK(r.output.find("1. mismatch") != std::string::npos);
+      CHECK(r.output.find("rank 2 passes count 2048") != std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace replay

@@ -1,0 +1,90 @@
+// replay report DIR: what went wrong, as a page to look at or Markdown to paste.
+#include <cstdio>
+#include <filesystem>
+
+#include "command.h"
+#include "replay/check.h"
+#include "replay/report.h"
+#include "term.h"
+#include "trace_input.h"
+#include "util/file_system.h"
+
+namespace replay::cli {
+namespace {
+
+constexpr const char* kHelp = R"(Write what `replay check` finds as one self-contained HTML page (it loads
+nothing over the network; open it in any browser, attach it to an issue): the
+findings on top, a per-rank timeline of the operations around the first
+finding with the failing collective highlighted and arrows between the
+operations of one collective or message on different ranks, the state of each
+rank, and the configuration that differs across ranks.
+
+--markdown writes the findings, rank states and configuration differences as
+Markdown instead (to stdout unless -o), for pasting into a GitHub issue.
+
+Exit status: 0 written (whatever was found), 2 the trace could not be read or
+the file not written.)";
+
+struct Options {
+  std::string dir;
+  std::string out;
+  bool markdown = false;
+};
+
+std::string Name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  std::string name = std::filesystem::path(p).filename().string();
+  return name.empty() ? p : name;
+}
+
+int Run(const Options& opt) {
+  auto trace = OpenTrace(opt.dir);
+  if (!trace.ok()) return Fail("report", trace.status());
+  const size_t ranks = (*trace)->ranks().size();
+  Progress progress("checking ranks", ranks);
+  CheckOptions co;
+  co.progress = [&](size_t done, size_t) { progress.Update(done); };
+  auto report = CheckTrace(**trace, co);
+  if (!report.ok()) return Fail("report", report.status());
+  report->trace = opt.dir;
+
+  ReportOptions ro;
+  ro.title = Name(opt.dir);
+  ro.progress = [&](size_t done, size_t total) { progress.Update("drawing ranks", done, total, false); };
+  std::string text;
+  if (opt.markdown) {
+    text = RenderMarkdownReport(**trace, *report, ro);
+  } else {
+    auto html = RenderHtmlReport(**trace, *report, ro);
+    if (!html.ok()) return Fail("report", html.status());
+    text = std::move(html).value();
+  }
+  if (opt.markdown && opt.out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return kExitOk;
+  }
+  const std::string out = opt.out.empty() ? "report.html" : opt.out;
+  Status st = FileSystem::Default()->WriteAtomic(out, text);
+  if (!st.ok()) return Fail("report", st);
+  const size_t n = report->findings.size();
+  std::printf("%s %s: %s, %zu ranks\n", Paint(Color::kBold, "replay report").c_str(), out.c_str(),
+              n == 0 ? Paint(Color::kGreen, "no findings").c_str()
+                     : Paint(Color::kRed, std::to_string(n) + (n == 1 ? " finding" : " findings")).c_str(),
+              report->ranks.size());
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddReportCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("report", "Write the findings as a self-contained HTML page, or as Markdown");
+  cmd->footer(kHelp);
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
+  cmd->add_option("-o,--output", opt->out, "File to write (default: report.html; Markdown: stdout)");
+  cmd->add_flag("--markdown", opt->markdown, "Markdown to paste into an issue instead of HTML");
+  cmd->callback([=] { *exit_code = Run(*opt); });
+}
+
+}  // namespace replay::cli
