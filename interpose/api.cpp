@@ -7,6 +7,11 @@ const char* const kNames[] = {
 #define REPLAY_MPI(name, ...) #name,
 #include "mpi_api.def"
 #undef REPLAY_MPI
+#ifdef REPLAY_HAVE_NCCL
+#define REPLAY_NCCL(name, ...) #name,
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+#endif
 #define REPLAY_RNG(name, ...) #name,
 #define REPLAY_RNG_OPEN(name, ...) #name,
 #include "rng_api.def"

@@ -15,6 +15,11 @@ enum ApiId : uint16_t {
 #define REPLAY_MPI(name, ...) kApi_##name,
 #include "mpi_api.def"
 #undef REPLAY_MPI
+#ifdef REPLAY_HAVE_NCCL
+#define REPLAY_NCCL(name, ...) kApi_##name,
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+#endif
 #define REPLAY_RNG(name, ...) kApi_##name,
 #define REPLAY_RNG_OPEN(name, ...) kApi_##name,
 #include "rng_api.def"

@@ -15,6 +15,9 @@
 #include "api.h"
 #include "guard.h"
 #include "mpi_rerun.h"
+#ifdef REPLAY_HAVE_NCCL
+#include "nccl_record.h"
+#endif
 #include "record/recorder.h"
 #include "signals.h"
 
@@ -31,7 +34,16 @@ void InChild() { Recorder::AbandonInChild(); }
 void OnActivation() {
   InstallSignalHandlers();
   pthread_atfork(nullptr, nullptr, InChild);
+#ifdef REPLAY_HAVE_NCCL
+  nccl::CheckForStaticNccl();
+#endif
 }
+
+#ifdef REPLAY_HAVE_NCCL
+// A program whose NCCL is linked in statically never calls the wrappers, so
+// recording may never start: look once more at exit.
+__attribute__((destructor)) void CheckNcclAtExit() { nccl::CheckForStaticNccl(); }
+#endif
 
 __attribute__((constructor)) void LoadPreload() {
   Recorder::SetApiNames(AllApiNames());

@@ -1,4 +1,4 @@
-// replay drive DIR [--ranks LIST] [--payload recorded|synthetic] [--timeout S]
+// replay drive DIR [--ranks LIST] [--payload recorded|synthetic] [--backend host] [--timeout S]
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +20,7 @@
 #include "replay/event_format.h"
 #include "replay/trace_reader.h"
 #include "term.h"
+#include "trace_input.h"
 
 namespace replay::cli {
 namespace {
@@ -33,6 +34,13 @@ mismatch happens again, without the program that caused it; a clean trace
 completes. The drive records itself; at the end `replay drive` reports what
 its own run shows (as `replay check` would: who waits on whom, which call
 mismatched) and its time in communication against the recording's.
+
+NCCL communication is re-issued with NCCL's semantics over MPI on host
+memory (--backend host, the default): each NCCL communicator becomes an MPI
+communicator of the same members, each collective the MPI collective of the
+same shape, grouped sends and receives non-blocking MPI messages completed
+where the recording saw them complete. So a mismatch or hang recorded on a GPU
+cluster reproduces on any machine with MPI.
 
 --ranks LIST re-issues only those ranks' communication; what involves the
 other ranks is served from the trace (not re-issued). --timeout S (default 60)
@@ -48,6 +56,7 @@ struct Options {
   std::string dir;
   std::string ranks;
   std::string payload = "synthetic";
+  std::string backend = "host";
   double timeout_s = 60;
   std::string keep;
 };
@@ -91,6 +100,11 @@ int Run(const Options& opt) {
   size_t world = (*trace)->ranks().size();
   if (opt.payload != "recorded" && opt.payload != "synthetic") {
     return Fail("drive", "--payload " + opt.payload + " is not one of recorded, synthetic");
+  }
+  if (opt.backend != "host") {
+    return Fail("drive", "--backend " + opt.backend +
+                             " is not available: this build re-issues NCCL operations over MPI on host memory "
+                             "(--backend host)");
   }
   if (opt.payload == "recorded" && (*trace)->manifest() && (*trace)->manifest()->level != Level::kData) {
     return Fail("drive", "--payload recorded needs a trace recorded at level data (replay record --level data)");
@@ -211,9 +225,20 @@ void AddDriveCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("DIR", opt->dir, "Trace directory")->required();
   cmd->add_option("--ranks", opt->ranks, "Re-issue only these ranks (e.g. 0,2); the rest is served from the trace");
   cmd->add_option("--payload", opt->payload, "recorded or synthetic (default) message bytes");
+  cmd->add_option("--backend", opt->backend, "How NCCL operations are re-issued: host (NCCL semantics over MPI)");
   cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)");
   cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
-  cmd->callback([=] { *exit_code = Run(*opt); });
+  cmd->callback([=] {
+    // A bundle or Flight Recorder dumps are read from a temporary directory.
+    Options resolved = *opt;
+    auto dir = ResolveTraceDir(resolved.dir);
+    if (!dir.ok()) {
+      *exit_code = Fail("drive", dir.status());
+      return;
+    }
+    resolved.dir = *dir;
+    *exit_code = Run(resolved);
+  });
 }
 
 }  // namespace replay::cli

@@ -75,6 +75,9 @@ std::vector<Event> SampleEventsOfEveryKind() {
     c.payload_hash = 0x55;
     c.payload_size = 32;
     c.cancelled = true;
+    c.send_hash = 0x4242;
+    c.send_nan = 1;
+    c.send_inf = 2;
     out.push_back(Event::Make(c));
   }
   {

@@ -107,6 +107,7 @@ class Driver {
     return it == comms_.end() ? MPI_COMM_NULL : it->second;
   }
   void CreateComm(size_t op_index);
+  void CreateNcclComm(const Event& op, const Event* created);
   void Collective(const Event& e, bool has_ret);
   void PointToPoint(size_t op_index);
   std::vector<char> Synthetic(size_t bytes) const {
@@ -205,6 +206,10 @@ void Driver::CreateComm(size_t i) {
     Note(api + " (intercommunicator)");
     return;
   }
+  if (api.rfind("nccl", 0) == 0) {
+    CreateNcclComm(op, created);
+    return;
+  }
   if (parent == MPI_COMM_NULL && api != "MPI_Comm_create_group") {
     Note(api + " on an unknown communicator");
     return;
@@ -241,6 +246,42 @@ void Driver::CreateComm(size_t i) {
     comms_[created->comm_create.comm] = out;
     members_[created->comm_create.comm] = std::vector<int>(created->list.begin(), created->list.end());
   }
+}
+
+// NCCL communicators on host memory: each becomes an MPI communicator with
+// the same members in the same order, split from the world (communicators
+// made from a unique id) or from the parent (ncclCommSplit, ncclCommShrink).
+// Every member knows the communicator's identity from its own recording, so
+// that identity is the colour; the rank each member had is the key.
+void Driver::CreateNcclComm(const Event& op, const Event* created) {
+  const std::string api = header().ApiName(op.op.api);
+  if (api == "ncclCommInitAll") {
+    Note("ncclCommInitAll (one process driving several devices)");
+    return;
+  }
+  MPI_Comm parent = op.op.comm == 0 ? MPI_COMM_WORLD : Comm(op.op.comm);
+  if (parent == MPI_COMM_NULL) {
+    Note(api + " on an unknown communicator");
+    return;
+  }
+  int color = created != nullptr ? static_cast<int>(created->comm_create.comm & 0x3fffffff) : MPI_UNDEFINED;
+  int key = created != nullptr ? created->comm_create.rank : 0;
+  MPI_Comm out = MPI_COMM_NULL;
+  ++issued_;
+  if (MPI_Comm_split(parent, color, key, &out) != MPI_SUCCESS) ++errors_;
+  if (created == nullptr || out == MPI_COMM_NULL) return;
+  comms_[created->comm_create.comm] = out;
+  int n = 0;
+  MPI_Comm_size(out, &n);
+  std::vector<int> local(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) local[static_cast<size_t>(k)] = k;
+  MPI_Group g, wg;
+  MPI_Comm_group(out, &g);
+  MPI_Comm_group(MPI_COMM_WORLD, &wg);
+  MPI_Group_translate_ranks(g, n, local.data(), wg, world.data());
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  members_[created->comm_create.comm] = world;
 }
 
 void Driver::Collective(const Event& e, bool has_ret) {

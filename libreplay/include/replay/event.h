@@ -196,6 +196,9 @@ struct CompletionEvent {
   uint64_t payload_hash;
   uint64_t payload_size;
   bool cancelled;
+  uint64_t send_hash;  // device operations: see trace.capnp
+  uint32_t send_nan;
+  uint32_t send_inf;
   bool operator==(const CompletionEvent&) const = default;
 };
 

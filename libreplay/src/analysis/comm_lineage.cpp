@@ -1,5 +1,6 @@
 #include "analysis/comm_lineage.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -67,6 +68,10 @@ void CommLineage::Add(const CommRecord& r, int32_t world_rank) {
     n.size = r.size;
   }
   if (n.members.empty() && !r.members.empty()) n.members = r.members;
+  if (r.members.empty() && r.size > 0 && r.rank >= 0 && r.rank < r.size) {
+    if (n.reported.empty()) n.reported.assign(static_cast<size_t>(r.size), -1);
+    if (static_cast<size_t>(r.rank) < n.reported.size()) n.reported[static_cast<size_t>(r.rank)] = world_rank;
+  }
   n.seen_by.Add(world_rank);
 }
 
@@ -83,6 +88,12 @@ std::string CommLineage::BaseName(const CommNode& n) const {
 }
 
 void CommLineage::Finish() {
+  for (auto& [id, n] : nodes_) {
+    if (n.members.empty() && !n.reported.empty() &&
+        std::find(n.reported.begin(), n.reported.end(), -1) == n.reported.end()) {
+      n.members = n.reported;
+    }
+  }
   // Parents are named before their children, so that a child's name holds its
   // parent's final (disambiguated) name.
   std::map<int, std::vector<uint64_t>> by_depth;

@@ -34,6 +34,10 @@ struct CommNode {
   std::vector<int32_t> members;  // world ranks in communicator-rank order
   RankSet seen_by;               // ranks whose trace recorded its creation
   std::string name;
+  // For communicators whose creation does not list the members (NCCL's): the
+  // world rank each member reported for its communicator rank, -1 where none
+  // did. Becomes `members` once every member reported.
+  std::vector<int32_t> reported;
 };
 
 class CommLineage {

@@ -119,6 +119,9 @@ void EncodeBody(const EventView& e, s::Event::Builder b) {
       g.setPayloadSize(c.payload_size);
       g.setFlags(c.flags);
       g.setCancelled(c.cancelled);
+      g.setSendHash(c.send_hash);
+      g.setSendNan(c.send_nan);
+      g.setSendInf(c.send_inf);
       return;
     }
     case EventKind::kTest: {
@@ -334,6 +337,9 @@ void DecodeBody(s::Event::Reader r, Event* e) {
       x.payload_size = g.getPayloadSize();
       x.flags = g.getFlags();
       x.cancelled = g.getCancelled();
+      x.send_hash = g.getSendHash();
+      x.send_nan = g.getSendNan();
+      x.send_inf = g.getSendInf();
       return;
     }
     case s::Event::TEST: {

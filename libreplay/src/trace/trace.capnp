@@ -323,6 +323,11 @@ struct Event {
       payloadSize @56 :UInt64;
       flags @57 :UInt16;
       cancelled @58 :Bool;
+      # Device (GPU) operations: the send buffer's fingerprint, computed on the
+      # operation's stream before it ran, arrives with its completion (flag hasSendHash).
+      sendHash @123 :UInt64;
+      sendNan @124 :UInt32;
+      sendInf @125 :UInt32;
     }
 
     # The nondeterministic outcome of a test, probe or wait-any/some call.

@@ -1,0 +1,175 @@
+#include "cuda_events.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace replay::interpose::cuda {
+namespace {
+
+// The few driver entry points used here, with the driver's own types reduced
+// to what we need (CUresult is an int; handles are pointers).
+using CUresult = int;
+constexpr CUresult kSuccess = 0;
+constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
+
+struct Driver {
+  bool ok = false;
+  CUresult (*pointer_get_attribute)(void*, int, uint64_t) = nullptr;
+  CUresult (*event_create)(void**, unsigned) = nullptr;
+  CUresult (*event_record)(void*, void*) = nullptr;
+  CUresult (*event_query)(void*) = nullptr;
+  CUresult (*event_destroy)(void*) = nullptr;
+  CUresult (*stream_get_ctx)(void*, void**) = nullptr;
+  CUresult (*ctx_set_current)(void*) = nullptr;
+  CUresult (*ctx_get_current)(void**) = nullptr;
+};
+
+Driver Load() {
+  Driver x;
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) return x;
+  auto sym = [&](const char* name) { return dlsym(h, name); };
+  x.pointer_get_attribute = reinterpret_cast<decltype(x.pointer_get_attribute)>(sym("cuPointerGetAttribute"));
+  x.event_create = reinterpret_cast<decltype(x.event_create)>(sym("cuEventCreate"));
+  x.event_record = reinterpret_cast<decltype(x.event_record)>(sym("cuEventRecord"));
+  x.event_query = reinterpret_cast<decltype(x.event_query)>(sym("cuEventQuery"));
+  x.event_destroy = reinterpret_cast<decltype(x.event_destroy)>(sym("cuEventDestroy_v2"));
+  x.stream_get_ctx = reinterpret_cast<decltype(x.stream_get_ctx)>(sym("cuStreamGetCtx"));
+  x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(sym("cuCtxSetCurrent"));
+  x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(sym("cuCtxGetCurrent"));
+  x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
+         x.ctx_set_current && x.ctx_get_current;
+  return x;
+}
+
+// The driver, once the process has loaded it: CUDA programs often make their
+// first NCCL call before the runtime loads libcuda, so a miss is not final.
+const Driver& D() {
+  static std::mutex mu;
+  static Driver d;
+  static const Driver none;
+  static std::atomic<bool> loaded{false};
+  if (__builtin_expect(loaded.load(std::memory_order_acquire), 1)) return d;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!loaded.load(std::memory_order_relaxed)) {
+    Driver x = Load();
+    if (x.ok) {
+      d = x;
+      loaded.store(true, std::memory_order_release);
+      return d;
+    }
+  }
+  return loaded.load(std::memory_order_acquire) ? d : none;
+}
+
+struct Watch {
+  void* event;
+  void* ctx;
+  std::function<void()> done;
+};
+
+class Poller {
+ public:
+  void Add(Watch w) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(std::move(w));
+      if (!started_) {
+        started_ = true;
+        std::thread([this] { Loop(); }).detach();
+      }
+    }
+    cv_.notify_one();
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_.size();
+  }
+
+ private:
+  void Loop() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    pthread_setname_np(pthread_self(), "replay-cuda");
+    const Driver& d = D();
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !pending_.empty(); });
+      // Oldest first: work on one stream completes in order.
+      while (!pending_.empty()) {
+        Watch w = pending_.front();
+        lock.unlock();
+        if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
+        CUresult r = d.event_query(w.event);
+        lock.lock();
+        if (r == kNotReady) break;
+        pending_.pop_front();
+        lock.unlock();
+        d.event_destroy(w.event);
+        w.done();
+        lock.lock();
+      }
+      if (!pending_.empty()) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        lock.lock();
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Watch> pending_;
+  bool started_ = false;
+};
+
+Poller& ThePoller() {
+  static auto* p = new Poller();
+  return *p;
+}
+
+}  // namespace
+
+bool DriverLoaded() { return D().ok; }
+
+bool IsDevicePointer(const void* ptr) {
+  const Driver& d = D();
+  if (!d.ok || ptr == nullptr) return false;
+  unsigned type = 0;
+  if (d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<uint64_t>(ptr)) != kSuccess) {
+    return false;
+  }
+  return type == kMemoryTypeDevice;
+}
+
+bool WatchStream(void* stream, std::function<void()> done) {
+  const Driver& d = D();
+  if (!d.ok) return false;
+  void* ctx = nullptr;
+  if (d.stream_get_ctx == nullptr || stream == nullptr || d.stream_get_ctx(stream, &ctx) != kSuccess) {
+    d.ctx_get_current(&ctx);
+  }
+  void* event = nullptr;
+  if (d.event_create(&event, kEventDisableTiming) != kSuccess) return false;
+  if (d.event_record(event, stream) != kSuccess) {
+    d.event_destroy(event);
+    return false;
+  }
+  ThePoller().Add(Watch{event, ctx, std::move(done)});
+  return true;
+}
+
+size_t PendingWatches() { return ThePoller().size(); }
+
+}  // namespace replay::interpose::cuda

@@ -1,0 +1,35 @@
+// cuda_events.h: knowing when GPU work is done, without waiting for it.
+//
+// The recorder places a CUDA event on an operation's stream right after it is
+// enqueued; a poller thread (started on first use) queries the pending events
+// and calls back when each completes, so the application thread never
+// synchronises. Everything goes through the CUDA driver API, looked up at run
+// time in the libcuda the process already loaded: a process without CUDA pays
+// nothing and gets `false` from every function here.
+//
+// Thread safety: all functions may be called from any thread; callbacks run on
+// the poller thread, one at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace replay::interpose::cuda {
+
+// Whether the CUDA driver is loaded in this process.
+bool DriverLoaded();
+
+// Whether `ptr` points to device memory (false for host memory, for unknown
+// pointers and without a driver).
+bool IsDevicePointer(const void* ptr);
+
+// Calls `done` (from the poller thread) once the work enqueued on `stream` so
+// far has completed. False when that cannot be watched (no driver, not a
+// stream, an error); the caller then decides completion itself.
+bool WatchStream(void* stream, std::function<void()> done);
+
+// Pending watches, for tests and shutdown.
+size_t PendingWatches();
+
+}  // namespace replay::interpose::cuda

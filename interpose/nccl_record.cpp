@@ -1,0 +1,502 @@
+#include "nccl_record.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_events.h"
+#include "log.h"
+#include "mpi_rerun.h"
+#include "record/fingerprint.h"
+#include "replay/event_format.h"
+#include "util/hash.h"
+
+namespace replay::interpose::nccl {
+namespace {
+
+// Per thread, as NCCL's own group state: nesting depth and the id of the
+// outermost group, and the operations waiting for its end to be enqueued.
+struct Pending {
+  uint64_t request;
+  uint16_t api;
+  uint64_t comm;
+  uint64_t seq;
+  uint64_t peer_seq;
+  void* recv;
+  size_t bytes;
+  DataType dtype;
+  cudaStream_t stream;
+  bool device;
+  int32_t source;     // ncclRecv: the peer it receives from; else kNoPeer
+  int64_t received;   // ncclRecv: elements received; else -1
+};
+thread_local int t_group_depth = 0;
+thread_local uint32_t t_group_id = 0;
+thread_local std::vector<Pending> t_group_ops;
+std::atomic<uint32_t> g_next_group{0};
+std::atomic<uint64_t> g_next_request{1u << 30};  // apart from MPI's request ids
+
+// Last asynchronous error seen per communicator, so a polling loop records a change once.
+std::mutex g_async_mu;
+std::map<uint64_t, ncclResult_t>& LastAsync() {
+  static auto* m = new std::map<uint64_t, ncclResult_t>();
+  return *m;
+}
+
+uint64_t Handle(ncclComm_t c) { return reinterpret_cast<uint64_t>(c); }
+
+template <typename Fn>
+Fn Real(const char* name) {
+  std::string p = std::string("p") + name;
+  void* f = dlsym(RTLD_DEFAULT, p.c_str());
+  if (f == nullptr) f = dlsym(RTLD_NEXT, name);
+  return reinterpret_cast<Fn>(f);
+}
+
+std::string ErrorString(ncclResult_t rc) {
+  using Fn = const char* (*)(ncclResult_t);
+  static Fn f = Real<Fn>("ncclGetErrorString");
+  const char* s = f != nullptr ? f(rc) : nullptr;
+  return s != nullptr ? s : ("NCCL error " + std::to_string(static_cast<int>(rc)));
+}
+
+int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
+  using Fn = ncclResult_t (*)(const ncclComm_t, int*);
+  Fn f = Real<Fn>(fn);
+  int v = fallback;
+  if (f == nullptr || f(comm, &v) != ncclSuccess) return fallback;
+  return v;
+}
+
+// Completion of an enqueued operation: on the GPU, when the stream reaches it;
+// for host memory (the host NCCL), now.
+void Complete(Recorder* rec, const Pending& p) {
+  auto finish = [rec, p] {
+    if (Recorder::Peek() != rec) return;  // the trace closed meanwhile
+    CompletionEvent c{};
+    c.request = p.request;
+    c.api = p.api;
+    c.comm = p.comm;
+    c.seq = p.seq;
+    c.peer_seq = p.peer_seq;
+    c.source = p.source;
+    c.tag = 0;
+    c.recv_count = p.received;
+    c.flags = p.device ? op_flags::kDevice : 0;
+    if (!p.device && p.recv != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
+      Fingerprint f = FingerprintBuffer(p.recv, p.bytes, p.dtype, rec->fingerprints());
+      c.recv_hash = f.hash;
+      c.recv_nan = f.nan;
+      c.recv_inf = f.inf;
+      c.flags |= op_flags::kHasRecvHash;
+      if (rec->level() == Level::kData) {
+        uint64_t full = f.sampled ? Hash64(p.recv, p.bytes) : f.hash;
+        auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(p.recv), p.bytes}, full);
+        if (ref.ok()) {
+          c.payload_hash = ref->hash;
+          c.payload_size = ref->size;
+        }
+      }
+    }
+    rec->Append(EventKind::kCompletion, c, 0);
+  };
+  if (p.device && cuda::WatchStream(p.stream, finish)) return;
+  finish();
+}
+
+}  // namespace
+
+DataType TypeOf(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return DataType::kInt8;
+    case ncclUint8: return DataType::kUint8;
+    case ncclInt32: return DataType::kInt32;
+    case ncclUint32: return DataType::kUint32;
+    case ncclInt64: return DataType::kInt64;
+    case ncclUint64: return DataType::kUint64;
+    case ncclFloat16: return DataType::kFloat16;
+    case ncclFloat32: return DataType::kFloat32;
+    case ncclFloat64: return DataType::kFloat64;
+    case ncclBfloat16: return DataType::kBfloat16;
+    case ncclFloat8e4m3: return DataType::kFp8E4M3;
+    case ncclFloat8e5m2: return DataType::kFp8E5M2;
+    default: return DataType::kUnknown;
+  }
+}
+
+size_t SizeOf(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+RedOp RedOpOf(ncclRedOp_t op) {
+  switch (op) {
+    case ncclSum: return RedOp::kSum;
+    case ncclProd: return RedOp::kProd;
+    case ncclMax: return RedOp::kMax;
+    case ncclMin: return RedOp::kMin;
+    case ncclAvg: return RedOp::kAvg;
+    default: return RedOp::kCustom;
+  }
+}
+
+uint64_t UniqueIdCommId(const ncclUniqueId* ids, int n) {
+  return Hash64(ids, sizeof(ncclUniqueId) * static_cast<size_t>(std::max(n, 0)), 0x6e63636cull);
+}
+
+void CheckForStaticNccl() {
+  if (dlsym(RTLD_DEFAULT, "ncclGetVersion") != nullptr) return;
+  // No NCCL symbol at all, yet a module that ships NCCL inside it.
+  std::string culprit;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        if (std::strstr(name, "libtorch_cuda") != nullptr || std::strstr(name, "libnccl_static") != nullptr) {
+          *static_cast<std::string*>(data) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &culprit);
+  if (!culprit.empty()) {
+    WarnOnce("static-nccl", "NCCL is linked statically into " + culprit +
+                                ": its calls cannot be intercepted and are not recorded. Use a build that loads "
+                                "libnccl.so.2 dynamically (PyTorch pip wheels do; conda builds do not).");
+  }
+}
+
+Mode Call::Begin() noexcept {
+  if (!guard_.outermost()) return Mode::kPass;
+  if (rerun::Active() && !rerun::AllRanks()) {
+    if (!rerun::Ready()) return Mode::kPass;
+    return mode_ = Mode::kRerun;
+  }
+  if (shape_ == Shape::kQuery) return Mode::kPass;
+  try {
+    rec_ = Recorder::Get();
+  } catch (...) {
+    return Mode::kPass;
+  }
+  if (rec_ == nullptr || !rec_->recording()) return Mode::kPass;
+  return mode_ = Mode::kRecord;
+}
+
+void Call::Enter() noexcept {
+  if (mode_ != Mode::kRecord) return;
+  try {
+    DoEnter();
+  } catch (...) {
+    mode_ = Mode::kPass;
+  }
+}
+
+void Call::Leave(ncclResult_t rc) noexcept {
+  if (mode_ != Mode::kRecord) return;
+  try {
+    DoLeave(rc);
+  } catch (...) {
+  }
+}
+
+void Call::DoEnter() {
+  op_.api = api_;
+  op_.kind = kind_;
+  op_.root = -1;
+  op_.peer = kNoPeer;
+  op_.recv_peer = kNoPeer;
+  if (comm != nullptr) {
+    cs_ = rec_->comms().Find(Handle(comm));
+    if (cs_ != nullptr) op_.comm = cs_->id;
+  }
+  const size_t esize = SizeOf(datatype);
+  switch (shape_) {
+    case Shape::kGroup: {
+      GroupEvent g{};
+      g.api = api_;
+      if (!group_end) {
+        if (t_group_depth++ == 0) t_group_id = g_next_group.fetch_add(1) + 1;
+        g.depth = static_cast<uint32_t>(t_group_depth);
+      } else {
+        g.is_end = true;
+        g.depth = static_cast<uint32_t>(t_group_depth);
+      }
+      g.id = t_group_id;
+      rec_->Append(EventKind::kGroup, g, call_site_);
+      return;
+    }
+    case Shape::kColl:
+    case Shape::kP2p: {
+      op_.flags = op_flags::kNonBlocking;
+      op_.request = g_next_request.fetch_add(1);
+      op_.dtype = TypeOf(datatype);
+      op_.dtype_size = static_cast<uint32_t>(esize);
+      op_.count = static_cast<int64_t>(count);
+      op_.stream = reinterpret_cast<uint64_t>(stream);
+      op_.send_buf = reinterpret_cast<uint64_t>(sendbuff);
+      op_.recv_buf = reinterpret_cast<uint64_t>(recvbuff);
+      if (t_group_depth > 0) {
+        op_.flags |= op_flags::kInGroup;
+        op_.group = t_group_id;
+      }
+      const void* probe = sendbuff != nullptr ? sendbuff : recvbuff;
+      device_ = cuda::IsDevicePointer(probe);
+      if (device_) op_.flags |= op_flags::kDevice;
+      if (shape_ == Shape::kColl) {
+        if (cs_ != nullptr) op_.seq = cs_->NextCollective();
+        op_.root = root;
+        if (kind_ == OpKind::kAllreduce || kind_ == OpKind::kReduce || kind_ == OpKind::kReduceScatterBlock) {
+          op_.redop = RedOpOf(op);
+        }
+      } else {
+        op_.peer = peer;
+        if (cs_ != nullptr) op_.peer_seq = kind_ == OpKind::kSend ? cs_->NextSend(peer) : cs_->NextRecv(peer);
+      }
+      // What this rank sends, in elements: the collective's input.
+      const int n = cs_ != nullptr ? cs_->size : 1;
+      size_t send_elems = count;
+      if (kind_ == OpKind::kReduceScatterBlock || kind_ == OpKind::kAlltoall) send_elems = count * static_cast<size_t>(n);
+      if (kind_ == OpKind::kScatter) send_elems = cs_ != nullptr && cs_->rank == root ? count * static_cast<size_t>(n) : 0;
+      if (kind_ == OpKind::kBcast) send_elems = cs_ != nullptr && cs_->rank == root ? count : 0;
+      if (kind_ == OpKind::kRecv) send_elems = 0;
+      op_.bytes = send_elems * esize;
+      if (!device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
+        Fingerprint f = FingerprintBuffer(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints());
+        op_.send_hash = f.hash;
+        op_.send_nan = f.nan;
+        op_.send_inf = f.inf;
+        op_.flags |= op_flags::kHasSendHash;
+      }
+      rec_->Append(EventKind::kOp, op_, call_site_);
+      return;
+    }
+    case Shape::kSplit:
+      if (cs_ != nullptr) op_.seq = parent_seq_ = cs_->NextCollective();
+      op_.tag = color;
+      rec_->Append(EventKind::kOp, op_, call_site_);
+      return;
+    case Shape::kFree:
+      saved_comm_ = comm;
+      if (cs_ != nullptr) op_.seq = cs_->NextCollective();
+      rec_->Append(EventKind::kOp, op_, call_site_);
+      return;
+    case Shape::kInitRank:
+    case Shape::kInitScalable:
+    case Shape::kInitAll:
+      op_.count = nranks;
+      op_.root = rank;
+      rec_->Append(EventKind::kOp, op_, call_site_);
+      return;
+    case Shape::kUniqueId:
+    case Shape::kCall:
+      op_.count = static_cast<int64_t>(count);
+      rec_->Append(EventKind::kOp, op_, call_site_);
+      return;
+    case Shape::kQuery:
+    case Shape::kAsyncError:
+      return;
+  }
+}
+
+void Call::AppendReturn(ncclResult_t rc) {
+  ReturnEvent r{};
+  r.api = api_;
+  r.rc = rc;
+  r.comm = op_.comm;
+  r.seq = op_.seq;
+  r.peer_seq = op_.peer_seq;
+  r.request = op_.request;
+  r.source = kNoPeer;
+  r.recv_count = -1;
+  rec_->Append(EventKind::kReturn, r, call_site_);
+  if (rc != ncclSuccess && rc != ncclInProgress) AppendError(rc, op_.comm);
+}
+
+void Call::AppendError(ncclResult_t rc, uint64_t comm_id) {
+  ErrorEvent e{ErrorSource::kNccl, static_cast<int32_t>(rc), comm_id};
+  rec_->Append(EventKind::kError, e, call_site_, {}, std::string(ApiName(api_)) + ": " + ErrorString(rc));
+}
+
+void Call::Enqueued() {
+  size_t bytes = 0;
+  const size_t esize = SizeOf(datatype);
+  const int n = cs_ != nullptr ? cs_->size : 1;
+  const int me = cs_ != nullptr ? cs_->rank : 0;
+  switch (kind_) {
+    case OpKind::kAllreduce:
+    case OpKind::kBcast:
+    case OpKind::kRecv:
+    case OpKind::kReduceScatterBlock:
+      bytes = count * esize;
+      break;
+    case OpKind::kReduce:
+      bytes = me == root ? count * esize : 0;
+      break;
+    case OpKind::kAllgather:
+    case OpKind::kAlltoall:
+      bytes = count * esize * static_cast<size_t>(n);
+      break;
+    case OpKind::kGather:
+      bytes = me == root ? count * esize * static_cast<size_t>(n) : 0;
+      break;
+    case OpKind::kScatter:
+      bytes = count * esize;
+      break;
+    default:
+      bytes = 0;
+  }
+  const bool recv = kind_ == OpKind::kRecv;
+  Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
+            recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1};
+  if (t_group_depth > 0) {
+    t_group_ops.push_back(p);
+  } else {
+    Complete(rec_, p);
+  }
+}
+
+void Call::LeaveGroup(ncclResult_t rc) {
+  if (!group_end) return;
+  if (t_group_depth > 0) --t_group_depth;
+  AppendReturn(rc);
+  if (t_group_depth == 0) {
+    // The outermost end enqueues everything the group held.
+    std::vector<Pending> ops;
+    ops.swap(t_group_ops);
+    if (!simulate && (rc == ncclSuccess || rc == ncclInProgress)) {
+      for (const Pending& p : ops) Complete(rec_, p);
+    }
+  }
+}
+
+void Call::LeaveCreate(ncclResult_t rc) {
+  AppendReturn(rc);
+  if ((rc != ncclSuccess && rc != ncclInProgress) || newcomm == nullptr) return;
+  auto announce = [&](ncclComm_t c, uint64_t id, uint64_t parent, int size, int my_rank, uint64_t uid) {
+    if (c == nullptr) return;
+    rec_->comms().Insert(Handle(c), id, size, my_rank, {});
+    CommCreateEvent e{};
+    e.comm = id;
+    e.parent = parent;
+    e.api = api_;
+    e.parent_seq = parent_seq_;
+    e.color = color;
+    e.key = key;
+    e.size = size;
+    e.rank = my_rank;
+    e.handle = Handle(c);
+    e.flags = comm_flags::kNccl;
+    e.unique_id = uid;
+    e.device = CommQuery("ncclCommCuDevice", c, -1);
+    rec_->Append(EventKind::kCommCreate, e, call_site_);
+  };
+  switch (shape_) {
+    case Shape::kInitRank: {
+      uint64_t id = UniqueIdCommId(&init_id, 1);
+      announce(*newcomm, id, 0, nranks, rank, id);
+      return;
+    }
+    case Shape::kInitScalable: {
+      uint64_t id = UniqueIdCommId(ids, n_ids);
+      announce(*newcomm, id, 0, nranks, rank, id);
+      return;
+    }
+    case Shape::kInitAll: {
+      // One process drives all the devices: its communicators form one job.
+      uint64_t id = HashCombine(0x616c6cull, static_cast<uint64_t>(getpid()));
+      for (int i = 0; i < nranks; ++i) announce(newcomm[i], id, 0, nranks, i, 0);
+      return;
+    }
+    case Shape::kSplit: {
+      if (*newcomm == nullptr) return;  // NCCL_SPLIT_NOCOLOR
+      uint64_t parent = op_.comm;
+      int size = CommQuery("ncclCommCount", *newcomm, -1);
+      int my_rank = CommQuery("ncclCommUserRank", *newcomm, -1);
+      uint64_t id = DerivedCommId(parent, parent_seq_, shrink ? -1 : color);
+      announce(*newcomm, id, parent, size, my_rank, 0);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Call::DoLeave(ncclResult_t rc) {
+  switch (shape_) {
+    case Shape::kGroup:
+      LeaveGroup(rc);
+      return;
+    case Shape::kColl:
+    case Shape::kP2p:
+      AppendReturn(rc);
+      if (rc == ncclSuccess || rc == ncclInProgress) Enqueued();
+      return;
+    case Shape::kInitRank:
+    case Shape::kInitScalable:
+    case Shape::kInitAll:
+    case Shape::kSplit:
+      LeaveCreate(rc);
+      return;
+    case Shape::kFree: {
+      AppendReturn(rc);
+      if (cs_ != nullptr) {
+        CommFreeEvent f{cs_->id, api_, rc};
+        rec_->Append(EventKind::kCommFree, f, call_site_);
+        if (forget) rec_->comms().Remove(Handle(saved_comm_));
+      }
+      return;
+    }
+    case Shape::kUniqueId:
+      AppendReturn(rc);
+      if (rc == ncclSuccess && unique_id != nullptr) {
+        // The id itself: a re-run of this rank hands the same bytes out again.
+        static const char kHex[] = "0123456789abcdef";
+        std::string hex;
+        const auto* b = reinterpret_cast<const unsigned char*>(unique_id->internal);
+        for (size_t i = 0; i < sizeof(unique_id->internal); ++i) {
+          hex += kHex[b[i] >> 4];
+          hex += kHex[b[i] & 15];
+        }
+        rec_->AppendInfo("nccl.unique_id", hex);
+      }
+      return;
+    case Shape::kCall:
+      AppendReturn(rc);
+      return;
+    case Shape::kAsyncError: {
+      if (async_error == nullptr || rc != ncclSuccess) return;
+      ncclResult_t now = *async_error;
+      uint64_t id = op_.comm;
+      std::lock_guard<std::mutex> lock(g_async_mu);
+      auto [it, fresh] = LastAsync().emplace(id, ncclSuccess);
+      if (it->second == now) return;
+      it->second = now;
+      if (now != ncclSuccess && now != ncclInProgress) AppendError(now, id);
+      return;
+    }
+    case Shape::kQuery:
+      return;
+  }
+}
+
+}  // namespace replay::interpose::nccl

@@ -1,0 +1,115 @@
+// nccl_record.h: what recording an NCCL call means, by the shape of the call.
+//
+// NCCL operations are asynchronous: a call enqueues work on a CUDA stream and
+// returns. So every communication call gets three moments in the trace: `op`
+// when it is called (inside a group: at the call, with the group id), `ret`
+// when it returns (enqueued; for grouped calls the outermost ncclGroupEnd is
+// the enqueue point), and `completion` when the work is done — observed on the
+// GPU through a CUDA event the recorder places after it (cuda_events.h), or at
+// once for host memory (the host test implementation of NCCL).
+//
+// Communicators get their job-wide identity from the unique id they were made
+// from, or from their parent, the split's sequence number on it and the
+// colour. NCCL does not say who the members are; each rank records its rank
+// and the communicator's size, and the analysis puts the members together.
+//
+// Thread safety: a Call lives on one thread's stack. NCCL groups are per
+// thread, as in NCCL.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "api.h"
+#include "guard.h"
+#include "record/recorder.h"
+#include "replay/oracle.h"
+
+namespace replay::interpose::nccl {
+
+enum class Shape {
+  kUniqueId, kInitRank, kInitScalable, kInitAll, kSplit, kFree,
+  kQuery, kAsyncError, kCall, kColl, kP2p, kGroup,
+};
+
+enum class Mode { kPass, kRecord, kRerun };
+
+class Call {
+ public:
+  Call(ApiId api, OpKind kind, Shape shape, uint64_t call_site)
+      : api_(api), kind_(kind), shape_(shape), call_site_(call_site) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  Mode Begin() noexcept;
+  void Enter() noexcept;
+  void Leave(ncclResult_t rc) noexcept;
+  // Re-run: answers the call from the recording (nccl_rerun.cpp).
+  ncclResult_t Serve() noexcept;
+
+  // Roles (see nccl_api.def).
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  ncclDataType_t datatype = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  int root = -1;
+  int peer = kNoPeer;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  ncclComm_t* newcomm = nullptr;
+  int nranks = 0;
+  ncclUniqueId init_id{};
+  int rank = -1;
+  int n_ids = 0;
+  ncclUniqueId* ids = nullptr;
+  ncclUniqueId* unique_id = nullptr;
+  int color = 0;
+  int key = 0;
+  bool shrink = false;
+  bool forget = false;
+  int* int_out = nullptr;
+  ncclResult_t* async_error = nullptr;
+  bool group_end = false;
+  bool simulate = false;
+
+ private:
+  void DoEnter();
+  void DoLeave(ncclResult_t rc);
+  void LeaveCreate(ncclResult_t rc);
+  void LeaveGroup(ncclResult_t rc);
+  void AppendReturn(ncclResult_t rc);
+  void AppendError(ncclResult_t rc, uint64_t comm_id);
+  // The recv side of the call, to fingerprint (and store) at completion.
+  void Enqueued();
+
+  ApiId api_;
+  OpKind kind_;
+  Shape shape_;
+  uint64_t call_site_;
+  Guard guard_;
+  Recorder* rec_ = nullptr;
+  Mode mode_ = Mode::kPass;
+  CommState* cs_ = nullptr;
+  OpEvent op_{};
+  bool device_ = false;
+  uint64_t parent_seq_ = 0;
+  ncclComm_t saved_comm_ = nullptr;
+};
+
+// NCCL's data types and reductions in the trace's terms.
+DataType TypeOf(ncclDataType_t t);
+size_t SizeOf(ncclDataType_t t);
+RedOp RedOpOf(ncclRedOp_t op);
+
+// The communicator identity of one made from `ids`.
+uint64_t UniqueIdCommId(const ncclUniqueId* ids, int n);
+
+// Whether NCCL is in the process only statically (its calls cannot be seen):
+// warns once when it looks so. Called when recording starts.
+void CheckForStaticNccl();
+
+}  // namespace replay::interpose::nccl

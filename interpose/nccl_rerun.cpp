@@ -1,0 +1,207 @@
+// Re-running a rank of an NCCL job alone: every NCCL call answered from the
+// recording (see mpi_rerun.h for the session and how a re-run stops).
+#include <dlfcn.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "cuda_events.h"
+#include "mpi_rerun.h"
+#include "nccl_record.h"
+#include "record/fingerprint.h"
+#include "replay/event_format.h"
+
+namespace replay::interpose::nccl {
+namespace {
+
+using rerun::Stop;
+using rerun::Verdict;
+
+// Synthetic communicators: a distinct handle per recorded communicator.
+struct Synthetic {
+  CommCreateEvent created;
+};
+std::mutex g_mu;
+std::map<ncclComm_t, Synthetic>& Comms() {
+  static auto* m = new std::map<ncclComm_t, Synthetic>();
+  return *m;
+}
+std::map<uint64_t, uint64_t>& Counters() {  // comm id -> collective sequence
+  static auto* m = new std::map<uint64_t, uint64_t>();
+  return *m;
+}
+
+const Synthetic* Find(ncclComm_t c) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Comms().find(c);
+  return it == Comms().end() ? nullptr : &it->second;
+}
+
+// Copies recorded bytes to device memory through the driver, on the stream.
+bool CopyToDevice(void* dst, const std::string& bytes, cudaStream_t stream) {
+  using Fn = int (*)(uint64_t, const void*, size_t, void*);
+  static Fn copy = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void* p = h != nullptr ? dlsym(h, "cuMemcpyHtoDAsync_v2") : nullptr;
+    return reinterpret_cast<Fn>(p);
+  }();
+  using SyncFn = int (*)(void*);
+  static SyncFn sync = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void* p = h != nullptr ? dlsym(h, "cuStreamSynchronize") : nullptr;
+    return reinterpret_cast<SyncFn>(p);
+  }();
+  if (copy == nullptr) return false;
+  // The staging copy must live until the copy ran: wait for the stream.
+  int rc = copy(reinterpret_cast<uint64_t>(dst), bytes.data(), bytes.size(), stream);
+  if (rc == 0 && sync != nullptr) sync(stream);
+  return rc == 0;
+}
+
+std::string Describe(const char* what, uint64_t now, uint64_t then) {
+  return std::string(what) + " " + std::to_string(now) + " (recorded " + std::to_string(then) + ")";
+}
+
+}  // namespace
+
+ncclResult_t Call::Serve() noexcept {
+  try {
+    Oracle& o = rerun::oracle();
+    const std::string api = ApiName(api_);
+    const uint32_t thread = rerun::ThreadNumber();
+    if (shape_ == Shape::kQuery) {
+      const Synthetic* s = Find(comm);
+      if (s == nullptr || int_out == nullptr) return ncclInvalidArgument;
+      if (api_ == kApi_ncclCommCount) *int_out = s->created.size;
+      if (api_ == kApi_ncclCommUserRank) *int_out = s->created.rank;
+      if (api_ == kApi_ncclCommCuDevice) *int_out = s->created.device < 0 ? 0 : s->created.device;
+      return ncclSuccess;
+    }
+    if (shape_ == Shape::kAsyncError) {
+      if (async_error != nullptr) *async_error = ncclSuccess;
+      return ncclSuccess;
+    }
+    if (shape_ == Shape::kGroup) return ncclSuccess;  // calls inside are served as they come
+    auto served = o.Serve(thread, api, CallForm::kOp, kind_);
+    if (!served.ok()) {
+      Stop(served.status().code() == Status::Code::kUnavailable ? Verdict::kRecordingEnded : Verdict::kDiverged,
+           served.status().message());
+    }
+    const Event& rec = *served->first;
+    rerun::CheckStopAt(rec, api);
+    rerun::NoteServed(rec);
+    if (served->ret == nullptr) {
+      Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(rec) + ", which rank " +
+                                         std::to_string(o.world_rank()) + " entered and never returned from");
+    }
+    const ncclResult_t rc = static_cast<ncclResult_t>(served->ret->ret.rc);
+    const Synthetic* cs = comm != nullptr ? Find(comm) : nullptr;
+    // Collectives, splits and frees take the communicator's next sequence
+    // number, as when recording.
+    if ((shape_ == Shape::kColl || shape_ == Shape::kSplit || shape_ == Shape::kFree) && cs != nullptr &&
+        !rerun::FromMark()) {
+      uint64_t seq = 0;
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        seq = ++Counters()[cs->created.comm];
+      }
+      if (seq != rec.op.seq) {
+        Stop(Verdict::kDiverged, "the program diverges from the recording at event #" + std::to_string(rec.index) +
+                                     ": " + api + ": " + Describe("sequence number", seq, rec.op.seq) +
+                                     ". Recorded: " + o.Describe(rec));
+      }
+    }
+    switch (shape_) {
+      case Shape::kUniqueId: {
+        if (unique_id == nullptr) return rc;
+        std::memset(unique_id, 0, sizeof(*unique_id));
+        for (const Event& e : o.events()) {
+          if (e.kind != EventKind::kInfo || e.info_key() != "nccl.unique_id" || e.index < rec.index) continue;
+          std::string_view hex = e.info_value();
+          auto* b = reinterpret_cast<unsigned char*>(unique_id->internal);
+          for (size_t i = 0; i + 1 < hex.size() && i / 2 < sizeof(unique_id->internal); i += 2) {
+            auto nib = [](char ch) { return ch <= '9' ? ch - '0' : ch - 'a' + 10; };
+            b[i / 2] = static_cast<unsigned char>(nib(hex[i]) << 4 | nib(hex[i + 1]));
+          }
+          break;
+        }
+        return rc;
+      }
+      case Shape::kInitRank:
+      case Shape::kInitScalable:
+      case Shape::kInitAll:
+      case Shape::kSplit: {
+        if (newcomm == nullptr) return rc;
+        if (served->created.empty()) {
+          *newcomm = nullptr;
+          return rc;
+        }
+        std::lock_guard<std::mutex> lock(g_mu);
+        for (size_t i = 0; i < served->created.size(); ++i) {
+          auto handle = reinterpret_cast<ncclComm_t>(new char[1]);
+          Comms()[handle] = Synthetic{served->created[i]->comm_create};
+          newcomm[i] = handle;
+        }
+        return rc;
+      }
+      case Shape::kFree: {
+        if (api_ == kApi_ncclCommDestroy || api_ == kApi_ncclCommAbort) {
+          std::lock_guard<std::mutex> lock(g_mu);
+          Comms().erase(comm);
+        }
+        return rc;
+      }
+      case Shape::kColl:
+      case Shape::kP2p: {
+        const OpEvent& r = rec.op;
+        std::string diff;
+        if (cs != nullptr && r.comm != cs->created.comm) diff += "; another communicator";
+        if (static_cast<int64_t>(count) != r.count) diff += "; " + Describe("count", count, static_cast<uint64_t>(r.count));
+        if (TypeOf(datatype) != r.dtype) diff += std::string("; datatype ") + std::string(DataTypeName(TypeOf(datatype)));
+        if (shape_ == Shape::kColl && root != r.root && r.root >= 0) diff += "; another root";
+        if (shape_ == Shape::kP2p && peer != r.peer) diff += "; another peer";
+        // The data sent, when it is host memory here and was fingerprinted there.
+        size_t esize = SizeOf(datatype);
+        if ((r.flags & op_flags::kHasSendHash) && sendbuff != nullptr && !cuda::IsDevicePointer(sendbuff) &&
+            r.bytes > 0) {
+          FingerprintPolicy policy;
+          std::string_view limit = o.header().Env("REPLAY_HASH_LIMIT_KB");
+          if (!limit.empty()) policy.hash_limit = std::strtoull(std::string(limit).c_str(), nullptr, 10) << 10;
+          Fingerprint f = FingerprintBuffer(sendbuff, r.bytes, TypeOf(datatype), policy);
+          if (f.hash != r.send_hash || f.nan != r.send_nan) {
+            diff += "; the data sent differs: fingerprint " + Hex(f.hash) + " (recorded " + Hex(r.send_hash) + ")";
+          }
+        }
+        if (!diff.empty()) {
+          Stop(Verdict::kDiverged, "the program diverges from the recording at event #" + std::to_string(rec.index) +
+                                       ": " + api + ": " + diff.substr(2) + ". Recorded: " + o.Describe(rec));
+        }
+        const Event* done = o.FindCompletion(r.request);
+        if (done != nullptr && done->completion.payload_size > 0 && recvbuff != nullptr) {
+          auto bytes = o.Payload(done->completion.payload_hash);
+          if (!bytes.ok()) Stop(Verdict::kFailed, bytes.status().message());
+          if (cuda::IsDevicePointer(recvbuff)) {
+            if (!CopyToDevice(recvbuff, *bytes, stream)) {
+              Stop(Verdict::kFailed, "cannot copy the recorded bytes of event #" + std::to_string(rec.index) +
+                                         " to the device");
+            }
+          } else {
+            std::memcpy(recvbuff, bytes->data(), bytes->size());
+          }
+        } else if (done == nullptr && esize > 0 && kind_ != OpKind::kSend) {
+          Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(rec) +
+                                             ", which never completed in the recording");
+        }
+        return rc;
+      }
+      case Shape::kCall:
+      default:
+        return rc;
+    }
+  } catch (const std::exception& e) {
+    Stop(Verdict::kFailed, std::string("internal error while serving an NCCL call: ") + e.what());
+  }
+}
+
+}  // namespace replay::interpose::nccl

@@ -1,0 +1,280 @@
+// End-to-end: NCCL jobs recorded, checked and re-run, on the host NCCL
+// stand-in (tests/nccl_host) so that they run on CPUs under mpirun. The
+// program is examples/nccl_train built against the stand-in.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "replay/trace_reader.h"
+#include "support/run.h"
+#include "support/temp_dir.h"
+
+namespace replay {
+namespace {
+
+using nlohmann::json;
+using testing::Grep;
+using testing::Mpirun;
+using testing::Replay;
+using testing::Run;
+using testing::RunResult;
+using testing::TempDir;
+
+constexpr int kHangTimeoutS = 8;
+
+std::string NcclTrain() { return testing::BuildPath("examples/nccl_train/nccl_train_host"); }
+
+std::string Train(int ranks, const std::string& args) {
+  return Mpirun(ranks) + " " + NcclTrain() + " --ckpt-every 0 " + args;
+}
+
+RunResult Record(const std::string& dir, int ranks, const std::string& args, const std::string& level = "hash",
+                 int timeout_s = 120) {
+  return Run(Replay() + " record --level " + level + " -o " + dir + " -- " + Train(ranks, args), timeout_s);
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+struct Rank {
+  std::unique_ptr<RankReader> reader;
+  const std::vector<Event>& events() const { return reader->events(); }
+  std::string Api(uint16_t api) const { return reader->header().ApiName(api); }
+};
+
+std::map<int, Rank> ReadTrace(const std::string& dir) {
+  auto t = TraceReader::Open(dir);
+  REQUIRE(t.ok());
+  std::map<int, Rank> out;
+  for (size_t i = 0; i < (*t)->ranks().size(); ++i) {
+    auto r = (*t)->OpenRank(i);
+    REQUIRE(r.ok());
+    int rank = (*r)->rank();
+    out[rank].reader = std::move(r).value();
+  }
+  return out;
+}
+
+json Check(const std::string& dir, int* exit_code) {
+  RunResult r = Run(Replay() + " check --json " + dir, 60);
+  INFO(r.output);
+  *exit_code = r.exit_code;
+  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+  return json::parse(r.output);
+}
+
+std::string Titles(const json& report) {
+  std::string s;
+  for (const auto& f : report["findings"]) s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
+  return s;
+}
+
+TEST_CASE("an NCCL job is recorded whole: communicators, groups, every operation called, enqueued and completed",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult plain = Run(Train(4, "--steps 4"));
+  REQUIRE(plain.exit_code == 0);
+  RunResult rec = Record(tmp / "t", 4, "--steps 4");
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  // Recording changes nothing the program prints.
+  CHECK(Sorted(Grep(rec.output, " loss ")) == Sorted(Grep(plain.output, " loss ")));
+  CHECK(Grep(rec.output, "final-params") .size() == 4);
+
+  auto trace = ReadTrace(tmp / "t");
+  REQUIRE(trace.size() == 4);
+  // Communicator identities agree across ranks without any extra communication:
+  // the unique id's communicator, and the splits of it.
+  std::map<int, std::set<uint64_t>> comms_of;
+  for (auto& [rank, r] : trace) {
+    int nccl_comms = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind != EventKind::kCommCreate || (e.comm_create.flags & comm_flags::kNccl) == 0) continue;
+      ++nccl_comms;
+      comms_of[rank].insert(e.comm_create.comm);
+      if (r.Api(e.comm_create.api) == "ncclCommInitRank") {
+        CHECK(e.comm_create.size == 4);
+        CHECK(e.comm_create.rank == rank);
+        CHECK(e.comm_create.parent == 0);
+      } else {
+        CHECK(r.Api(e.comm_create.api) == "ncclCommSplit");
+        CHECK(e.comm_create.parent != 0);
+      }
+    }
+    CHECK(nccl_comms == 3);  // world, grad, metrics
+  }
+  // world and grad are the same on every rank; metrics splits by parity.
+  std::set<uint64_t> common = comms_of[0];
+  for (auto& [rank, ids] : comms_of) {
+    std::set<uint64_t> both;
+    std::set_intersection(common.begin(), common.end(), ids.begin(), ids.end(), std::inserter(both, both.end()));
+    common = both;
+  }
+  CHECK(common.size() == 2);
+  CHECK(comms_of[0] == comms_of[2]);
+  CHECK(comms_of[1] == comms_of[3]);
+  CHECK(comms_of[0] != comms_of[1]);
+
+  for (auto& [rank, r] : trace) {
+    INFO("rank " << rank);
+    std::map<uint64_t, const Event*> pending;  // request -> op
+    std::map<uint64_t, uint64_t> last_seq;     // comm -> collective sequence number
+    int grouped = 0, group_starts = 0, group_ends = 0, allreduces = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kGroup) {
+        (e.group.is_end ? group_ends : group_starts)++;
+      } else if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kNonBlocking) == 0 && e.op.seq != 0 &&
+                 r.Api(e.op.api).rfind("nccl", 0) == 0) {
+        // Splits and frees take a sequence number on their parent too.
+        CHECK(e.op.seq == last_seq[e.op.comm] + 1);
+        last_seq[e.op.comm] = e.op.seq;
+      } else if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kNonBlocking) != 0 &&
+                 r.Api(e.op.api).rfind("nccl", 0) == 0) {
+        pending[e.op.request] = &e;
+        if ((e.op.flags & op_flags::kInGroup) != 0) {
+          ++grouped;
+          CHECK(e.op.group != 0);
+        }
+        if (r.Api(e.op.api) == "ncclAllReduce") ++allreduces;
+        if (e.op.seq != 0) {
+          // Per-communicator collective numbers count up by one.
+          CHECK(e.op.seq == last_seq[e.op.comm] + 1);
+          last_seq[e.op.comm] = e.op.seq;
+        }
+      } else if (e.kind == EventKind::kCompletion && pending.count(e.completion.request) != 0) {
+        const Event* op = pending[e.completion.request];
+        CHECK(e.completion.seq == op->op.seq);
+        if (r.Api(op->op.api) == "ncclAllReduce") CHECK((e.completion.flags & op_flags::kHasRecvHash) != 0);
+        pending.erase(e.completion.request);
+      }
+    }
+    CHECK(pending.empty());  // every operation completed
+    CHECK(group_starts == group_ends);
+    CHECK(group_starts >= 4);  // the cursor exchange of each step
+    CHECK(grouped == 2 * group_starts);
+    CHECK(allreduces >= 4 * 3);  // gradients, metrics and loss at each step
+  }
+  // A clean job has nothing to report.
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 0);
+  CHECK(k["findings"].empty());
+}
+
+TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and where it waits instead",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 1);
+  REQUIRE(!k["findings"].empty());
+  const json& f = k["findings"][0];
+  CHECK(f["kind"] == "missing_ranks");
+  CHECK(f["op"] == "ncclAllReduce");
+  CHECK(f["ranks"] == json::array({1}));
+  CHECK(f["comm"]["members"] == json::array({0, 1, 2, 3}));
+  CHECK(f["comm"]["name"].get<std::string>().find("split(nccl") == 0);
+  const json& missing = f["data"]["missing"][0];
+  CHECK(missing["blocked_in"]["api"] == "ncclAllReduce");
+  CHECK(missing["blocked_in"]["comm_name"] == "nccl");
+}
+
+TEST_CASE("check reports the count mismatch of an NCCL allreduce", "[e2e][nccl]") {
+  TempDir tmp;
+  Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 1);
+  REQUIRE(!k["findings"].empty());
+  const json& f = k["findings"][0];
+  CHECK(f["kind"] == "mismatch");
+  CHECK(f["op"] == "ncclAllReduce");
+  CHECK(f["ranks"] == json::array({1}));
+  CHECK(f["data"]["field"] == "count");
+}
+
+TEST_CASE("check names the rank whose NCCL gradient first held a NaN", "[e2e][nccl]") {
+  TempDir tmp;
+  REQUIRE(Record(tmp / "t", 4, "--steps 5 --fault nan:rank=3,step=2").exit_code == 0);
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 1);
+  const json* nan = nullptr;
+  for (const auto& f : k["findings"]) {
+    if (f["kind"] == "nan_inf") nan = &f;
+  }
+  REQUIRE(nan != nullptr);
+  CHECK((*nan)["ranks"] == json::array({3}));
+  CHECK((*nan)["op"] == "ncclAllReduce");
+  CHECK((*nan)["comm"]["members"] == json::array({0, 1, 2, 3}));
+}
+
+TEST_CASE("rerun of one NCCL rank alone prints its recorded lines bit for bit", "[e2e][nccl]") {
+  TempDir tmp;
+  const std::string args = "--ckpt-every 0 --steps 5 --fault unseeded";
+  RunResult rec = Run("cd " + tmp.path() + " && " + Replay() + " record --level data -o " + (tmp / "t") + " -- " +
+                      Mpirun(4) + " " + NcclTrain() + " " + args);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  RunResult re = Run("cd " + tmp.path() + " && " + Replay() + " rerun " + (tmp / "t") + " --rank 2 -- " +
+                     NcclTrain() + " " + args);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "reproduced").size() == 1);
+  CHECK(Sorted(Grep(re.output, "rank 2 loss")) == Sorted(Grep(rec.output, "rank 2 loss")));
+  REQUIRE(Grep(re.output, "rank 2 final-params").size() == 1);
+  CHECK(Grep(re.output, "rank 2 final-params") == Grep(rec.output, "rank 2 final-params"));
+}
+
+TEST_CASE("drive re-issues a clean NCCL trace over MPI on host memory to completion", "[e2e][nccl]") {
+  TempDir tmp;
+  REQUIRE(Record(tmp / "t", 4, "--steps 3").exit_code == 0);
+  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --backend host --timeout 30", 90);
+  INFO(d.output);
+  CHECK(d.exit_code == 0);
+  CHECK(Grep(d.output, "0 returned an error").size() == 4);
+  CHECK(Run(Replay() + " drive " + (tmp / "t") + " --backend gpu").exit_code == 2);
+}
+
+TEST_CASE("drive reproduces an NCCL hang on host memory, without the trainer", "[e2e][nccl]") {
+  TempDir tmp;
+  Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --timeout 5", 60);
+  INFO(d.output);
+  CHECK(d.exit_code == 1);
+  CHECK(Grep(d.output, "hung").size() >= 1);
+  // The drive's own calls are MPI's: the gradient allreduce is re-issued as
+  // MPI_Iallreduce on the communicator that stands for the NCCL one.
+  CHECK(Grep(d.output, "rank 1 never entered MPI_Iallreduce").size() == 1);
+}
+
+TEST_CASE("a program whose NCCL is linked in statically is reported once, not silently missed", "[e2e][nccl]") {
+  TempDir tmp;
+  // A module named like PyTorch's CUDA library, with NCCL inside it and no
+  // NCCL symbol the preload could interpose.
+  std::string so = tmp / "libtorch_cuda.so";
+  std::string src = tmp / "m.c";
+  REQUIRE(Run("printf 'int hidden_nccl_state;\\n' > " + src + " && cc -shared -fPIC -o " + so + " " + src).exit_code ==
+          0);
+  // A process that never reaches a wrapper (the NCCL calls stay inside the
+  // module) still hears it, at exit.
+  RunResult r = Run("LD_PRELOAD=" + testing::Preload() + ":" + so + " REPLAY_DIR=" + (tmp / "t") + " bash -c 'exit 3'");
+  CHECK(r.exit_code == 3);
+  INFO(r.output);
+  auto warnings = Grep(r.output, "linked statically");
+  CHECK(warnings.size() == 1);
+}
+
+}  // namespace
+}  // namespace replay
