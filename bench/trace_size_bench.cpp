@@ -204,6 +204,7 @@ int main(int argc, char** argv) {
   for (size_t v = 0; v < variants.size(); ++v) rows[v].push_back(variants[v].name);
 
   double encode_ns = 0;
+  LoadProbe probe = LoadProbe::Now();
   for (size_t bi = 0; bi < block_sizes.size(); ++bi) {
     size_t per_block = static_cast<size_t>(block_sizes[bi]);
     std::vector<double> enc_times;
@@ -251,11 +252,13 @@ int main(int argc, char** argv) {
       }
     }
   }
+  double others = LoadProbe::Now().OthersSince(probe);
   for (size_t v = 0; v < variants.size(); ++v) {
     rows[v].insert(rows[v].end(), timing[v].begin(), timing[v].end());
     table.Add(rows[v]);
   }
   table.Print();
+  std::printf("\nOther processes kept %.2f CPUs busy during the timed part.\n", others);
   if (what_if) {
     std::printf("\nWhat if (not the trace format): zstd %d, B/event excl. fingerprints\n\n",
                 what_if_level);

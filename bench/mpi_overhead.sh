@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# mpi_overhead.sh: what recording costs an MPI job, measured side by side.
+#
+# For each workload (8-byte and 1 MiB MPI_Allreduce loops, the example
+# trainer) and each level (meta, hash, data), runs interleaved pairs: a plain
+# run, then the same run recorded, ROUNDS times, rotating the level order. It
+# reports the median time of each, the median of the per-pair ratios, the added
+# time per call (median recorded minus median plain, divided by calls) and the
+# trace bytes per operation. Ratios come from pairs run back to back because a
+# small shared machine drifts (see shared/research/peer-overhead-mpi.md).
+#
+# Usage: bench/mpi_overhead.sh [ROUNDS] [RANKS]     (defaults 7 and 4)
+#        BUILD=build (default) names the build directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-7}
+ranks=${2:-4}
+build=${BUILD:-build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+loop=$build/bench/mpi_allreduce_loop
+train=$build/examples/mpi_train/mpi_train
+replay=$build/replay
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
+
+# Workloads: name, command, calls per rank (for per-call figures; 0: none), time source.
+workloads=(
+  "allreduce-8B|$loop 8 100000|100000|self"
+  "allreduce-1MiB|$loop 1048576 1000|1000|self"
+  "trainer|$train --steps 200 --params 4096 --ckpt-every 0|0|wall"
+)
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+run() {  # run NAME COMMAND SOURCE [LEVEL]: prints seconds
+  local cmd=$2 src=$3 level=${4:-}
+  local start end out
+  start=$(date +%s.%N)
+  if [[ -z "$level" ]]; then
+    out=$($mpirun $cmd 2>/dev/null)
+  else
+    rm -rf "$work/t"
+    out=$($replay record --level "$level" -o "$work/t" -- $mpirun $cmd 2>/dev/null)
+  fi
+  end=$(date +%s.%N)
+  if [[ "$src" == self ]]; then
+    echo "$out" | grep -E '^[0-9.]+$' | head -1
+  else
+    echo "$end - $start" | bc -l
+  fi
+}
+
+trace_bytes() { du -sb "$work/t" | awk '{print $1}'; }
+
+printf '%-15s %-5s %11s %11s %13s %14s %14s\n' workload level plain_s recorded_s ratio_median added_ns/call trace_B/op
+for w in "${workloads[@]}"; do
+  IFS='|' read -r name cmd calls src <<<"$w"
+  declare -A plain=() rec=() ratio=() bytes=()
+  levels=(meta hash data)
+  for ((r = 0; r < rounds; r++)); do
+    # Rotate the order of levels round by round.
+    for ((k = 0; k < 3; k++)); do
+      lv=${levels[$(((r + k) % 3))]}
+      p=$(run "$name" "$cmd" "$src")
+      q=$(run "$name" "$cmd" "$src" "$lv")
+      plain[$lv]+="$p "
+      rec[$lv]+="$q "
+      ratio[$lv]+="$(echo "$q / $p" | bc -l) "
+      bytes[$lv]=$(trace_bytes)
+    done
+  done
+  for lv in meta hash data; do
+    pm=$(echo ${plain[$lv]} | tr ' ' '\n' | median)
+    qm=$(echo ${rec[$lv]} | tr ' ' '\n' | median)
+    rm_=$(echo ${ratio[$lv]} | tr ' ' '\n' | median)
+    if [[ "$calls" != 0 ]]; then
+      added=$(echo "($qm - $pm) / $calls * 1000000000" | bc -l)
+      per_op=$(echo "${bytes[$lv]} / ($calls * $ranks)" | bc -l)
+    else
+      added=nan
+      per_op=nan
+    fi
+    printf '%-15s %-5s %11.4f %11.4f %13.3f %14.1f %14.1f\n' "$name" "$lv" "$pm" "$qm" "$rm_" "$added" "$per_op"
+  done
+  unset plain rec ratio bytes
+done
