@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The replay demo: records a real 4-rank training job that goes wrong, shows
-# what the trace holds, and diagnoses it. Installs missing packages and builds first.
+# what the trace holds, diagnoses it, and re-runs one rank alone from the trace.
+# Installs missing packages and builds first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,8 +9,8 @@ tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-replay=build/replay
-train=build/examples/mpi_train/mpi_train
+replay=$PWD/build/replay
+train=$PWD/build/examples/mpi_train/mpi_train
 out=$(mktemp -d /tmp/replay-demo-XXXXXX)
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -26,10 +27,25 @@ for r in 0 1 2 3; do
   $replay dump "$out/nan" --rank "$r" | grep -m 1 -E 'MPI_Allreduce.*seq=4 count=2048' || true
 done
 
-step "4. Record a job that hangs: rank 1 skips the gradient allreduce at step 3"
+step "4. What went wrong: replay check"
+$replay check "$out/nan" || true
+
+step "5. Record a job that hangs: rank 1 skips the gradient allreduce at step 3, then check it"
 timeout -s TERM 15 $replay record -o "$out/hang" -- \
   mpirun -np 4 --oversubscribe "$train" --steps 6 --fault hang:rank=1,step=3 >/dev/null 2>&1 || true
 $replay info "$out/hang"
+$replay check "$out/hang" || true
+
+step "6. Record an unseeded job at level data, then re-run rank 2 alone (no mpirun, no peers)"
+(cd "$out" && $replay record --level data -o "$out/unseeded" -- \
+  mpirun -np 4 --oversubscribe "$train" --steps 4 --ckpt-every 0 --fault unseeded) | grep 'rank 2 ' || true
+echo "-- re-run:"
+(cd "$out" && $replay rerun "$out/unseeded" --rank 2 -- "$train" --steps 4 --ckpt-every 0 --fault unseeded) \
+  | grep -E 'rank 2 |replay rerun' || true
+
+step "7. A bug-report bundle of the hang, and a page to look at"
+$replay bundle "$out/hang" -o "$out/hang.rpb"
+$replay report "$out/hang" -o "$out/hang.html"
 
 echo
-echo "Traces are in $out. Try: $replay dump $out/hang --rank 1 | tail"
+echo "Traces are in $out. Try: $replay dump $out/hang --rank 1 | tail; open $out/hang.html"

@@ -30,6 +30,8 @@ run_suite() {
 
 run_suite build
 if [[ $sanitize -eq 1 ]]; then
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  # handle_segv=0: the tests raise SIGSEGV on purpose and check what the
+  # program's own handlers and the trace make of it.
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_segv=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DREPLAY_SANITIZE=address,undefined -DREPLAY_BUILD_BENCH=OFF
 fi
