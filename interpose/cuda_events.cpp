@@ -33,6 +33,10 @@ struct Driver {
   CUresult (*stream_get_ctx)(void*, void**) = nullptr;
   CUresult (*ctx_set_current)(void*) = nullptr;
   CUresult (*ctx_get_current)(void**) = nullptr;
+  // Staging copies (optional).
+  CUresult (*memcpy_dtoh_async)(void*, uint64_t, size_t, void*) = nullptr;
+  CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
+  CUresult (*mem_free_host)(void*) = nullptr;
 };
 
 Driver Load() {
@@ -48,6 +52,9 @@ Driver Load() {
   x.stream_get_ctx = reinterpret_cast<decltype(x.stream_get_ctx)>(sym("cuStreamGetCtx"));
   x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(sym("cuCtxSetCurrent"));
   x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(sym("cuCtxGetCurrent"));
+  x.memcpy_dtoh_async = reinterpret_cast<decltype(x.memcpy_dtoh_async)>(sym("cuMemcpyDtoHAsync_v2"));
+  x.mem_alloc_host = reinterpret_cast<decltype(x.mem_alloc_host)>(sym("cuMemAllocHost_v2"));
+  x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
          x.ctx_set_current && x.ctx_get_current;
   return x;
@@ -168,6 +175,26 @@ bool WatchStream(void* stream, std::function<void()> done) {
   }
   ThePoller().Add(Watch{event, ctx, std::move(done)});
   return true;
+}
+
+void* StageFromDevice(const void* device, size_t bytes, void* stream) {
+  const Driver& d = D();
+  if (!d.ok || d.memcpy_dtoh_async == nullptr || d.mem_alloc_host == nullptr || d.mem_free_host == nullptr ||
+      device == nullptr || bytes == 0) {
+    return nullptr;
+  }
+  void* host = nullptr;
+  if (d.mem_alloc_host(&host, bytes) != kSuccess || host == nullptr) return nullptr;
+  if (d.memcpy_dtoh_async(host, reinterpret_cast<uint64_t>(device), bytes, stream) != kSuccess) {
+    d.mem_free_host(host);
+    return nullptr;
+  }
+  return host;
+}
+
+void FreeStaging(void* staging) {
+  const Driver& d = D();
+  if (staging != nullptr && d.mem_free_host != nullptr) d.mem_free_host(staging);
 }
 
 size_t PendingWatches() { return ThePoller().size(); }

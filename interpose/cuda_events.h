@@ -29,6 +29,13 @@ bool IsDevicePointer(const void* ptr);
 // stream, an error); the caller then decides completion itself.
 bool WatchStream(void* stream, std::function<void()> done);
 
+// Enqueues on `stream` a copy of `bytes` bytes of device memory at `device`
+// into a new page-locked host buffer, and returns that buffer: its contents
+// are valid once the work enqueued so far completes (WatchStream). Null when
+// the driver cannot do it. Release with FreeStaging after completion.
+void* StageFromDevice(const void* device, size_t bytes, void* stream);
+void FreeStaging(void* staging);
+
 // Pending watches, for tests and shutdown.
 size_t PendingWatches();
 

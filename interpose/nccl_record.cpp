@@ -36,7 +36,20 @@ struct Pending {
   bool device;
   int32_t source;     // ncclRecv: the peer it receives from; else kNoPeer
   int64_t received;   // ncclRecv: elements received; else -1
+  // Device operations: page-locked copies of the data, made on the
+  // operation's stream (cuda::StageFromDevice), read once it completed.
+  void* send_stage;
+  size_t send_bytes;
+  DataType send_dtype;
 };
+
+// Whether device data of `bytes` bytes is copied to the host to be
+// fingerprinted (and, at level data, stored): always at level data, up to the
+// hash limit at level hash. Beyond it an operation carries no fingerprint.
+bool StageDeviceData(const Recorder* rec, size_t bytes) {
+  if (bytes == 0 || rec->level() == Level::kMeta) return false;
+  return rec->level() == Level::kData || bytes <= rec->fingerprints().hash_limit;
+}
 thread_local int t_group_depth = 0;
 thread_local uint32_t t_group_id = 0;
 thread_local std::vector<Pending> t_group_ops;
@@ -78,7 +91,20 @@ int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
 // Completion of an enqueued operation: on the GPU, when the stream reaches it;
 // for host memory (the host NCCL), now.
 void Complete(Recorder* rec, const Pending& p) {
-  auto finish = [rec, p] {
+  // The received bytes of a device operation, copied after it on its stream.
+  void* recv_stage = nullptr;
+  if (p.device && p.recv != nullptr && StageDeviceData(rec, p.bytes)) {
+    recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
+  }
+  auto finish = [rec, p, recv_stage] {
+    struct Release {
+      void* a;
+      void* b;
+      ~Release() {
+        cuda::FreeStaging(a);
+        cuda::FreeStaging(b);
+      }
+    } release{p.send_stage, recv_stage};
     if (Recorder::Peek() != rec) return;  // the trace closed meanwhile
     CompletionEvent c{};
     c.request = p.request;
@@ -90,15 +116,23 @@ void Complete(Recorder* rec, const Pending& p) {
     c.tag = 0;
     c.recv_count = p.received;
     c.flags = p.device ? op_flags::kDevice : 0;
-    if (!p.device && p.recv != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
-      Fingerprint f = FingerprintBuffer(p.recv, p.bytes, p.dtype, rec->fingerprints());
+    if (p.send_stage != nullptr) {
+      Fingerprint f = FingerprintBuffer(p.send_stage, p.send_bytes, p.send_dtype, rec->fingerprints());
+      c.send_hash = f.hash;
+      c.send_nan = f.nan;
+      c.send_inf = f.inf;
+      c.flags |= op_flags::kHasSendHash;
+    }
+    const void* received = p.device ? recv_stage : p.recv;
+    if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
+      Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, rec->fingerprints());
       c.recv_hash = f.hash;
       c.recv_nan = f.nan;
       c.recv_inf = f.inf;
       c.flags |= op_flags::kHasRecvHash;
       if (rec->level() == Level::kData) {
-        uint64_t full = f.sampled ? Hash64(p.recv, p.bytes) : f.hash;
-        auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(p.recv), p.bytes}, full);
+        uint64_t full = f.sampled ? Hash64(received, p.bytes) : f.hash;
+        auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(received), p.bytes}, full);
         if (ref.ok()) {
           c.payload_hash = ref->hash;
           c.payload_size = ref->size;
@@ -108,6 +142,16 @@ void Complete(Recorder* rec, const Pending& p) {
     rec->Append(EventKind::kCompletion, c, 0);
   };
   if (p.device && cuda::WatchStream(p.stream, finish)) return;
+  if (p.device && (p.send_stage != nullptr || recv_stage != nullptr)) {
+    // Nothing tells when the copies are done: record the completion without
+    // them, and leave the staging buffers to the process rather than free
+    // memory a copy may still be writing.
+    Pending bare = p;
+    bare.send_stage = nullptr;
+    bare.recv = nullptr;
+    Complete(rec, bare);
+    return;
+  }
   finish();
 }
 
@@ -280,6 +324,11 @@ void Call::DoEnter() {
       if (kind_ == OpKind::kBcast) send_elems = cs_ != nullptr && cs_->rank == root ? count : 0;
       if (kind_ == OpKind::kRecv) send_elems = 0;
       op_.bytes = send_elems * esize;
+      if (device_ && sendbuff != nullptr && StageDeviceData(rec_, send_elems * esize)) {
+        // Enqueued ahead of the operation on its stream: the bytes it will send.
+        send_stage_ = cuda::StageFromDevice(sendbuff, send_elems * esize, stream);
+        send_stage_bytes_ = send_elems * esize;
+      }
       if (!device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
         Fingerprint f = FingerprintBuffer(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints());
         op_.send_hash = f.hash;
@@ -367,7 +416,9 @@ void Call::Enqueued() {
   }
   const bool recv = kind_ == OpKind::kRecv;
   Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
-            recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1};
+            recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,
+            TypeOf(datatype)};
+  send_stage_ = nullptr;
   if (t_group_depth > 0) {
     t_group_ops.push_back(p);
   } else {
@@ -449,7 +500,15 @@ void Call::DoLeave(ncclResult_t rc) {
     case Shape::kColl:
     case Shape::kP2p:
       AppendReturn(rc);
-      if (rc == ncclSuccess || rc == ncclInProgress) Enqueued();
+      if (rc == ncclSuccess || rc == ncclInProgress) {
+        Enqueued();
+      } else if (send_stage_ != nullptr) {
+        void* stage = send_stage_;
+        send_stage_ = nullptr;
+        if (!cuda::WatchStream(stream, [stage] { cuda::FreeStaging(stage); })) {
+          // Left to the process: a copy may still be writing it.
+        }
+      }
       return;
     case Shape::kInitRank:
     case Shape::kInitScalable:

@@ -98,6 +98,8 @@ class Call {
   bool device_ = false;
   uint64_t parent_seq_ = 0;
   ncclComm_t saved_comm_ = nullptr;
+  void* send_stage_ = nullptr;  // device send data copied for its fingerprint
+  size_t send_stage_bytes_ = 0;
 };
 
 // NCCL's data types and reductions in the trace's terms.

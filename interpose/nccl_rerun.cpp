@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "cuda_events.h"
 #include "mpi_rerun.h"
@@ -38,6 +39,20 @@ const Synthetic* Find(ncclComm_t c) {
   return it == Comms().end() ? nullptr : &it->second;
 }
 
+using SyncFn = int (*)(void*);
+SyncFn StreamSync() {
+  static SyncFn sync = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void* p = h != nullptr ? dlsym(h, "cuStreamSynchronize") : nullptr;
+    return reinterpret_cast<SyncFn>(p);
+  }();
+  return sync;
+}
+
+void SyncStream(cudaStream_t stream) {
+  if (SyncFn sync = StreamSync()) sync(stream);
+}
+
 // Copies recorded bytes to device memory through the driver, on the stream.
 bool CopyToDevice(void* dst, const std::string& bytes, cudaStream_t stream) {
   using Fn = int (*)(uint64_t, const void*, size_t, void*);
@@ -46,16 +61,10 @@ bool CopyToDevice(void* dst, const std::string& bytes, cudaStream_t stream) {
     void* p = h != nullptr ? dlsym(h, "cuMemcpyHtoDAsync_v2") : nullptr;
     return reinterpret_cast<Fn>(p);
   }();
-  using SyncFn = int (*)(void*);
-  static SyncFn sync = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    void* p = h != nullptr ? dlsym(h, "cuStreamSynchronize") : nullptr;
-    return reinterpret_cast<SyncFn>(p);
-  }();
   if (copy == nullptr) return false;
-  // The staging copy must live until the copy ran: wait for the stream.
+  // The source must live until the copy ran: wait for the stream.
   int rc = copy(reinterpret_cast<uint64_t>(dst), bytes.data(), bytes.size(), stream);
-  if (rc == 0 && sync != nullptr) sync(stream);
+  if (rc == 0) SyncStream(stream);
   return rc == 0;
 }
 
@@ -161,23 +170,41 @@ ncclResult_t Call::Serve() noexcept {
         if (TypeOf(datatype) != r.dtype) diff += std::string("; datatype ") + std::string(DataTypeName(TypeOf(datatype)));
         if (shape_ == Shape::kColl && root != r.root && r.root >= 0) diff += "; another root";
         if (shape_ == Shape::kP2p && peer != r.peer) diff += "; another peer";
-        // The data sent, when it is host memory here and was fingerprinted there.
+        // The data sent, against its recorded fingerprint: taken at the call
+        // for host memory, from a copy made on the stream for device memory
+        // (then it is in the completion).
         size_t esize = SizeOf(datatype);
-        if ((r.flags & op_flags::kHasSendHash) && sendbuff != nullptr && !cuda::IsDevicePointer(sendbuff) &&
-            r.bytes > 0) {
-          FingerprintPolicy policy;
-          std::string_view limit = o.header().Env("REPLAY_HASH_LIMIT_KB");
-          if (!limit.empty()) policy.hash_limit = std::strtoull(std::string(limit).c_str(), nullptr, 10) << 10;
-          Fingerprint f = FingerprintBuffer(sendbuff, r.bytes, TypeOf(datatype), policy);
-          if (f.hash != r.send_hash || f.nan != r.send_nan) {
-            diff += "; the data sent differs: fingerprint " + Hex(f.hash) + " (recorded " + Hex(r.send_hash) + ")";
+        const Event* done = o.FindCompletion(r.request);
+        FingerprintPolicy policy;
+        std::string_view limit = o.header().Env("REPLAY_HASH_LIMIT_KB");
+        if (!limit.empty()) policy.hash_limit = std::strtoull(std::string(limit).c_str(), nullptr, 10) << 10;
+        const bool device_send = sendbuff != nullptr && cuda::IsDevicePointer(sendbuff);
+        uint64_t want_hash = r.send_hash;
+        uint32_t want_nan = r.send_nan;
+        bool have_want = (r.flags & op_flags::kHasSendHash) != 0;
+        if (!have_want && done != nullptr && (done->completion.flags & op_flags::kHasSendHash) != 0) {
+          want_hash = done->completion.send_hash;
+          want_nan = done->completion.send_nan;
+          have_want = true;
+        }
+        if (have_want && sendbuff != nullptr && r.bytes > 0) {
+          std::optional<Fingerprint> f;
+          if (!device_send) {
+            f = FingerprintBuffer(sendbuff, r.bytes, TypeOf(datatype), policy);
+          } else if (void* stage = cuda::StageFromDevice(sendbuff, r.bytes, stream)) {
+            // A re-run may wait for its own stream.
+            SyncStream(stream);
+            f = FingerprintBuffer(stage, r.bytes, TypeOf(datatype), policy);
+            cuda::FreeStaging(stage);
+          }
+          if (f && (f->hash != want_hash || f->nan != want_nan)) {
+            diff += "; the data sent differs: fingerprint " + Hex(f->hash) + " (recorded " + Hex(want_hash) + ")";
           }
         }
         if (!diff.empty()) {
           Stop(Verdict::kDiverged, "the program diverges from the recording at event #" + std::to_string(rec.index) +
                                        ": " + api + ": " + diff.substr(2) + ". Recorded: " + o.Describe(rec));
         }
-        const Event* done = o.FindCompletion(r.request);
         if (done != nullptr && done->completion.payload_size > 0 && recvbuff != nullptr) {
           auto bytes = o.Payload(done->completion.payload_hash);
           if (!bytes.ok()) Stop(Verdict::kFailed, bytes.status().message());

@@ -259,6 +259,102 @@ TEST_CASE("drive reproduces an NCCL hang on host memory, without the trainer", "
   CHECK(Grep(d.output, "rank 1 never entered MPI_Iallreduce").size() == 1);
 }
 
+// The device path on the host CUDA driver stand-in (tests/nccl_host/cuda_host.cpp).
+std::string DeviceProgram(int ranks, const std::string& args) {
+  return Mpirun(ranks) + " " + testing::BuildPath("tests/nccl_host/nccl_device_program") + " " + args;
+}
+
+TEST_CASE("device buffers: completions come from CUDA events, data from copies made on the stream", "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult plain = Run(DeviceProgram(2, "--steps 3"));
+  REQUIRE(plain.exit_code == 0);
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3"));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  auto trace = ReadTrace(tmp / "t");
+  REQUIRE(trace.size() == 2);
+  for (auto& [rank, r] : trace) {
+    INFO("rank " << rank);
+    std::map<uint64_t, const Event*> ops;
+    int completed = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kNonBlocking) != 0) {
+        CHECK((e.op.flags & op_flags::kDevice) != 0);
+        CHECK((e.op.flags & op_flags::kHasSendHash) == 0);  // device data is not read at the call
+        ops[e.op.request] = &e;
+      } else if (e.kind == EventKind::kCompletion && ops.count(e.completion.request) != 0) {
+        const Event& op = *ops[e.completion.request];
+        const std::string api = r.Api(op.op.api);
+        CHECK((e.completion.flags & op_flags::kDevice) != 0);
+        if (api == "ncclAllReduce" || api == "ncclSend") {
+          CHECK((e.completion.flags & op_flags::kHasSendHash) != 0);
+          CHECK(e.completion.send_nan == 0);
+        }
+        if (api == "ncclAllReduce" || api == "ncclRecv") {
+          CHECK((e.completion.flags & op_flags::kHasRecvHash) != 0);
+          CHECK(e.completion.payload_size == 1024 * sizeof(float));
+        }
+        ++completed;
+      }
+    }
+    CHECK(ops.size() == 3 * 3);  // allreduce, send, recv per step
+    CHECK(completed == static_cast<int>(ops.size()));
+  }
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 0);
+  // The two ranks' sends of one step are fingerprinted alike on both sides:
+  // each rank's receive is what its neighbour sent.
+  std::map<int, std::vector<uint64_t>> sent, received;
+  for (auto& [rank, r] : trace) {
+    std::map<uint64_t, std::string> api_of;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kOp) api_of[e.op.request] = r.Api(e.op.api);
+      if (e.kind != EventKind::kCompletion) continue;
+      const std::string& api = api_of[e.completion.request];
+      if (api == "ncclSend") sent[rank].push_back(e.completion.send_hash);
+      if (api == "ncclRecv") received[rank].push_back(e.completion.recv_hash);
+    }
+  }
+  CHECK(sent[0] == received[1]);
+  CHECK(sent[1] == received[0]);
+}
+
+TEST_CASE("rerun of a device rank serves the recorded bytes into its device buffers", "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult rec =
+      Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3 --unseeded"));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --rank 1 -- " +
+                     testing::BuildPath("tests/nccl_host/nccl_device_program") + " --steps 3 --unseeded");
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "reproduced").size() == 1);
+  REQUIRE(Grep(re.output, "rank 1 sum").size() == 3);
+  CHECK(Sorted(Grep(re.output, "rank 1 sum")) == Sorted(Grep(rec.output, "rank 1 sum")));
+}
+
+TEST_CASE("check finds the rank that sent a NaN from device memory", "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult rec =
+      Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3 --nan 1:2"));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  int code = -1;
+  json k = Check(tmp / "t", &code);
+  INFO(Titles(k));
+  CHECK(code == 1);
+  REQUIRE(!k["findings"].empty());
+  const json& f = k["findings"][0];
+  CHECK(f["kind"] == "nan_inf");
+  CHECK(f["ranks"] == json::array({1}));
+  CHECK(f["op"] == "ncclAllReduce");
+  CHECK(f["seq"] == 2);
+}
+
 TEST_CASE("a program whose NCCL is linked in statically is reported once, not silently missed", "[e2e][nccl]") {
   TempDir tmp;
   // A module named like PyTorch's CUDA library, with NCCL inside it and no

@@ -384,8 +384,25 @@ class Scanner {
 
   void OnCompletion(const Event& e) {
     const CompletionEvent& c = e.completion;
-    if (c.recv_nan != 0 || c.recv_inf != 0) received_nan_ = true;
     auto it = requests_.find(c.request);
+    // Device operations carry the counts of what they sent in their completion
+    // (the data is read on the GPU's stream, not at the call).
+    if ((c.flags & op_flags::kHasSendHash) != 0 && (c.send_nan != 0 || c.send_inf != 0) && !received_nan_ &&
+        !d_.nan_origin && it != requests_.end()) {
+      const OpenCall& call = it->second.call;
+      NanOrigin n;
+      n.comm = call.comm;
+      n.seq = IsCollective(call.kind) ? call.seq : 0;
+      n.peer = IsCollective(call.kind) ? kNoPeer : call.peer;
+      n.api = call.api;
+      n.nan = c.send_nan;
+      n.inf = c.send_inf;
+      n.time_ns = call.enter_ns;
+      n.call_site = call.call_site;
+      n.mark = d_.last_mark;
+      d_.nan_origin = n;
+    }
+    if (c.recv_nan != 0 || c.recv_inf != 0) received_nan_ = true;
     if (it == requests_.end()) return;
     Pending p = it->second;
     requests_.erase(it);

@@ -1,0 +1,121 @@
+// nccl_device_program: an NCCL program on "device" memory, for the tests of
+// replay's device path without a GPU. Its buffers come from cuMemAlloc of the
+// host CUDA driver stand-in (cuda_host.cpp), so the preload sees device
+// pointers, watches CUDA events and stages device data through the driver,
+// exactly as on a GPU; NCCL is the host stand-in.
+//
+// Each step: fill a send buffer on the host, copy it to the device, allreduce
+// it into a device buffer, pass it to the next rank with a grouped
+// send/receive, copy both results back and print a line per rank:
+//   step S rank R sum <hex float of element 0> <FNV-1a of the buffer> ring <...>
+//
+// Options: --steps N (default 4), --count N elements (default 1024),
+// --unseeded (the values come from getrandom), --nan RANK:STEP (that rank
+// sends a NaN at that step). Run under mpirun.
+#include <mpi.h>
+#include <nccl.h>
+#include <sys/random.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" {
+int cuMemAlloc_v2(uint64_t* dptr, size_t bytes);
+int cuMemFree_v2(uint64_t dptr);
+int cuMemcpyHtoD_v2(uint64_t dst, const void* src, size_t bytes);
+int cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t bytes);
+int cuStreamSynchronize(void* stream);
+}
+
+namespace {
+
+uint64_t Fnv(const void* data, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+void Check(bool ok, int rank, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "nccl_device_program: rank %d: %s failed\n", rank, what);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int steps = 4;
+  size_t count = 1024;
+  bool unseeded = false;
+  int nan_rank = -1, nan_step = -1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (a == "--count" && i + 1 < argc) {
+      count = static_cast<size_t>(std::atol(argv[++i]));
+    } else if (a == "--unseeded") {
+      unseeded = true;
+    } else if (a == "--nan" && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%d:%d", &nan_rank, &nan_step) != 2) nan_rank = -1;
+    } else {
+      if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  uint32_t seed = 12345u + static_cast<uint32_t>(rank);
+  if (unseeded) Check(getrandom(&seed, sizeof(seed), 0) == sizeof(seed), rank, "getrandom");
+
+  ncclUniqueId id;
+  if (rank == 0) Check(ncclGetUniqueId(&id) == ncclSuccess, rank, "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t comm = nullptr;
+  Check(ncclCommInitRank(&comm, size, id, rank) == ncclSuccess, rank, "ncclCommInitRank");
+
+  const size_t bytes = count * sizeof(float);
+  uint64_t d_send = 0, d_sum = 0, d_ring = 0;
+  Check(cuMemAlloc_v2(&d_send, bytes) == 0 && cuMemAlloc_v2(&d_sum, bytes) == 0 && cuMemAlloc_v2(&d_ring, bytes) == 0,
+        rank, "cuMemAlloc");
+  auto* send = reinterpret_cast<void*>(d_send);
+  auto* sum = reinterpret_cast<void*>(d_sum);
+  auto* ring = reinterpret_cast<void*>(d_ring);
+  std::vector<float> host(count), out(count), back(count);
+  for (int step = 1; step <= steps; ++step) {
+    for (size_t i = 0; i < count; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      host[i] = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
+    }
+    if (rank == nan_rank && step == nan_step) host[count / 2] = std::nanf("");
+    Check(cuMemcpyHtoD_v2(d_send, host.data(), bytes) == 0, rank, "cuMemcpyHtoD");
+    Check(ncclAllReduce(send, sum, count, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, rank, "ncclAllReduce");
+    Check(ncclGroupStart() == ncclSuccess, rank, "ncclGroupStart");
+    Check(ncclSend(send, count, ncclFloat32, (rank + 1) % size, comm, nullptr) == ncclSuccess, rank, "ncclSend");
+    Check(ncclRecv(ring, count, ncclFloat32, (rank + size - 1) % size, comm, nullptr) == ncclSuccess, rank,
+          "ncclRecv");
+    Check(ncclGroupEnd() == ncclSuccess, rank, "ncclGroupEnd");
+    Check(cuStreamSynchronize(nullptr) == 0, rank, "cuStreamSynchronize");
+    Check(cuMemcpyDtoH_v2(out.data(), d_sum, bytes) == 0 && cuMemcpyDtoH_v2(back.data(), d_ring, bytes) == 0, rank,
+          "cuMemcpyDtoH");
+    std::printf("step %d rank %d sum %a %016llx ring %016llx\n", step, rank, static_cast<double>(out[0]),
+                static_cast<unsigned long long>(Fnv(out.data(), bytes)),
+                static_cast<unsigned long long>(Fnv(back.data(), bytes)));
+    std::fflush(stdout);
+  }
+  cuMemFree_v2(d_send);
+  cuMemFree_v2(d_sum);
+  cuMemFree_v2(d_ring);
+  ncclCommDestroy(comm);
+  MPI_Finalize();
+  return 0;
+}
