@@ -24,7 +24,9 @@ using testing::Run;
 using testing::RunResult;
 using testing::TempDir;
 
-constexpr int kHangTimeoutS = 8;
+// Hung jobs are stopped after this many seconds; generous, so that a loaded
+// machine still reaches the fault (at step 2) before the stop.
+constexpr int kHangTimeoutS = 20;
 
 std::string NcclTrain() { return testing::BuildPath("examples/nccl_train/nccl_train_host"); }
 
@@ -171,7 +173,8 @@ TEST_CASE("an NCCL job is recorded whole: communicators, groups, every operation
 TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and where it waits instead",
           "[e2e][nccl]") {
   TempDir tmp;
-  Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  INFO(rec.output);
   int code = -1;
   json k = Check(tmp / "t", &code);
   INFO(Titles(k));
@@ -190,7 +193,8 @@ TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and wh
 
 TEST_CASE("check reports the count mismatch of an NCCL allreduce", "[e2e][nccl]") {
   TempDir tmp;
-  Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
+  RunResult rec = Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
+  INFO(rec.output);
   int code = -1;
   json k = Check(tmp / "t", &code);
   INFO(Titles(k));
@@ -249,7 +253,8 @@ TEST_CASE("drive re-issues a clean NCCL trace over MPI on host memory to complet
 
 TEST_CASE("drive reproduces an NCCL hang on host memory, without the trainer", "[e2e][nccl]") {
   TempDir tmp;
-  Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  INFO(rec.output);
   RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --timeout 5", 60);
   INFO(d.output);
   CHECK(d.exit_code == 1);
