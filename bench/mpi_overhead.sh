@@ -10,12 +10,17 @@
 # small shared machine drifts (see shared/research/peer-overhead-mpi.md).
 #
 # Usage: bench/mpi_overhead.sh [ROUNDS] [RANKS]     (defaults 7 and 4)
-#        BUILD=build (default) names the build directory.
+#        BUILD=build (default) names the build directory; SMALL_CALLS (100000),
+#        LARGE_CALLS (1000) and TRAIN_STEPS (200) size the workloads. With more
+#        ranks than cores each call waits for the scheduler: size them down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
 ranks=${2:-4}
 build=${BUILD:-build}
+small=${SMALL_CALLS:-100000}
+large=${LARGE_CALLS:-1000}
+steps=${TRAIN_STEPS:-200}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 loop=$build/bench/mpi_allreduce_loop
 train=$build/examples/mpi_train/mpi_train
@@ -26,9 +31,9 @@ mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
 
 # Workloads: name, command, calls per rank (for per-call figures; 0: none), time source.
 workloads=(
-  "allreduce-8B|$loop 8 100000|100000|self"
-  "allreduce-1MiB|$loop 1048576 1000|1000|self"
-  "trainer|$train --steps 200 --params 4096 --ckpt-every 0|0|wall"
+  "allreduce-8B|$loop 8 $small|$small|self"
+  "allreduce-1MiB|$loop 1048576 $large|$large|self"
+  "trainer|$train --steps $steps --params 4096 --ckpt-every 0|0|wall"
 )
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
