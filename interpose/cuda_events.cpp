@@ -35,6 +35,8 @@ struct Driver {
   CUresult (*ctx_get_current)(void**) = nullptr;
   // Staging copies (optional).
   CUresult (*memcpy_dtoh_async)(void*, uint64_t, size_t, void*) = nullptr;
+  CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, void*) = nullptr;
+  CUresult (*stream_synchronize)(void*) = nullptr;
   CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
   CUresult (*mem_free_host)(void*) = nullptr;
 };
@@ -53,6 +55,8 @@ Driver Load() {
   x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(sym("cuCtxSetCurrent"));
   x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(sym("cuCtxGetCurrent"));
   x.memcpy_dtoh_async = reinterpret_cast<decltype(x.memcpy_dtoh_async)>(sym("cuMemcpyDtoHAsync_v2"));
+  x.memcpy_htod_async = reinterpret_cast<decltype(x.memcpy_htod_async)>(sym("cuMemcpyHtoDAsync_v2"));
+  x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
   x.mem_alloc_host = reinterpret_cast<decltype(x.mem_alloc_host)>(sym("cuMemAllocHost_v2"));
   x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
@@ -195,6 +199,19 @@ void* StageFromDevice(const void* device, size_t bytes, void* stream) {
 void FreeStaging(void* staging) {
   const Driver& d = D();
   if (staging != nullptr && d.mem_free_host != nullptr) d.mem_free_host(staging);
+}
+
+bool SyncStream(void* stream) {
+  const Driver& d = D();
+  return d.stream_synchronize != nullptr && d.stream_synchronize(stream) == kSuccess;
+}
+
+bool CopyToDeviceAndWait(void* device, const void* host, size_t bytes, void* stream) {
+  const Driver& d = D();
+  if (d.memcpy_htod_async == nullptr) return false;
+  if (d.memcpy_htod_async(reinterpret_cast<uint64_t>(device), host, bytes, stream) != kSuccess) return false;
+  // The host bytes must live until the copy ran.
+  return SyncStream(stream);
 }
 
 size_t PendingWatches() { return ThePoller().size(); }

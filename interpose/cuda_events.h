@@ -36,6 +36,14 @@ bool WatchStream(void* stream, std::function<void()> done);
 void* StageFromDevice(const void* device, size_t bytes, void* stream);
 void FreeStaging(void* staging);
 
+// Copies `bytes` host bytes at `host` to device memory at `device` on
+// `stream` and waits for the stream (re-runs only: they may wait). False
+// without a driver or on an error.
+bool CopyToDeviceAndWait(void* device, const void* host, size_t bytes, void* stream);
+
+// Waits for `stream` (re-runs only). False without a driver or on an error.
+bool SyncStream(void* stream);
+
 // Pending watches, for tests and shutdown.
 size_t PendingWatches();
 

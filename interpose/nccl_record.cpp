@@ -65,24 +65,16 @@ std::map<uint64_t, ncclResult_t>& LastAsync() {
 
 uint64_t Handle(ncclComm_t c) { return reinterpret_cast<uint64_t>(c); }
 
-template <typename Fn>
-Fn Real(const char* name) {
-  std::string p = std::string("p") + name;
-  void* f = dlsym(RTLD_DEFAULT, p.c_str());
-  if (f == nullptr) f = dlsym(RTLD_NEXT, name);
-  return reinterpret_cast<Fn>(f);
-}
-
 std::string ErrorString(ncclResult_t rc) {
   using Fn = const char* (*)(ncclResult_t);
-  static Fn f = Real<Fn>("ncclGetErrorString");
+  static Fn f = reinterpret_cast<Fn>(NcclFunction("ncclGetErrorString"));
   const char* s = f != nullptr ? f(rc) : nullptr;
   return s != nullptr ? s : ("NCCL error " + std::to_string(static_cast<int>(rc)));
 }
 
 int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
   using Fn = ncclResult_t (*)(const ncclComm_t, int*);
-  Fn f = Real<Fn>(fn);
+  Fn f = reinterpret_cast<Fn>(NcclFunction(fn));
   int v = fallback;
   if (f == nullptr || f(comm, &v) != ncclSuccess) return fallback;
   return v;
@@ -156,6 +148,12 @@ void Complete(Recorder* rec, const Pending& p) {
 }
 
 }  // namespace
+
+void* NcclFunction(const char* name) {
+  std::string alias = std::string("p") + name;
+  void* f = dlsym(RTLD_DEFAULT, alias.c_str());
+  return f != nullptr ? f : dlsym(RTLD_NEXT, name);
+}
 
 DataType TypeOf(ncclDataType_t t) {
   switch (t) {

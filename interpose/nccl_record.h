@@ -102,6 +102,10 @@ class Call {
   size_t send_stage_bytes_ = 0;
 };
 
+// The NCCL function `name` the application would have called: NCCL's own
+// profiling alias p<name> when the library has it, else the next <name>.
+void* NcclFunction(const char* name);
+
 // NCCL's data types and reductions in the trace's terms.
 DataType TypeOf(ncclDataType_t t);
 size_t SizeOf(ncclDataType_t t);

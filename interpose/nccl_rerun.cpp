@@ -1,7 +1,5 @@
 // Re-running a rank of an NCCL job alone: every NCCL call answered from the
 // recording (see mpi_rerun.h for the session and how a re-run stops).
-#include <dlfcn.h>
-
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -37,35 +35,6 @@ const Synthetic* Find(ncclComm_t c) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = Comms().find(c);
   return it == Comms().end() ? nullptr : &it->second;
-}
-
-using SyncFn = int (*)(void*);
-SyncFn StreamSync() {
-  static SyncFn sync = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    void* p = h != nullptr ? dlsym(h, "cuStreamSynchronize") : nullptr;
-    return reinterpret_cast<SyncFn>(p);
-  }();
-  return sync;
-}
-
-void SyncStream(cudaStream_t stream) {
-  if (SyncFn sync = StreamSync()) sync(stream);
-}
-
-// Copies recorded bytes to device memory through the driver, on the stream.
-bool CopyToDevice(void* dst, const std::string& bytes, cudaStream_t stream) {
-  using Fn = int (*)(uint64_t, const void*, size_t, void*);
-  static Fn copy = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    void* p = h != nullptr ? dlsym(h, "cuMemcpyHtoDAsync_v2") : nullptr;
-    return reinterpret_cast<Fn>(p);
-  }();
-  if (copy == nullptr) return false;
-  // The source must live until the copy ran: wait for the stream.
-  int rc = copy(reinterpret_cast<uint64_t>(dst), bytes.data(), bytes.size(), stream);
-  if (rc == 0) SyncStream(stream);
-  return rc == 0;
 }
 
 std::string Describe(const char* what, uint64_t now, uint64_t then) {
@@ -193,7 +162,7 @@ ncclResult_t Call::Serve() noexcept {
             f = FingerprintBuffer(sendbuff, r.bytes, TypeOf(datatype), policy);
           } else if (void* stage = cuda::StageFromDevice(sendbuff, r.bytes, stream)) {
             // A re-run may wait for its own stream.
-            SyncStream(stream);
+            cuda::SyncStream(stream);
             f = FingerprintBuffer(stage, r.bytes, TypeOf(datatype), policy);
             cuda::FreeStaging(stage);
           }
@@ -209,7 +178,7 @@ ncclResult_t Call::Serve() noexcept {
           auto bytes = o.Payload(done->completion.payload_hash);
           if (!bytes.ok()) Stop(Verdict::kFailed, bytes.status().message());
           if (cuda::IsDevicePointer(recvbuff)) {
-            if (!CopyToDevice(recvbuff, *bytes, stream)) {
+            if (!cuda::CopyToDeviceAndWait(recvbuff, bytes->data(), bytes->size(), stream)) {
               Stop(Verdict::kFailed, "cannot copy the recorded bytes of event #" + std::to_string(rec.index) +
                                          " to the device");
             }

@@ -1,10 +1,8 @@
 // The NCCL wrappers, one per row of nccl_api.def. Each forwards to NCCL's own
 // profiling alias (pncclX) when the library has it, else to the next ncclX,
-// and returns its result unchanged.
-#include <dlfcn.h>
-
+// and returns its result unchanged. The function is looked up once
+// (nccl::NcclFunction) and kept.
 #include <atomic>
-#include <string>
 
 #include "nccl_record.h"
 
@@ -16,9 +14,7 @@ template <typename Fn>
 Fn NextNccl(std::atomic<void*>& slot, const char* name) {
   void* p = slot.load(std::memory_order_acquire);
   if (__builtin_expect(p == nullptr, 0)) {
-    std::string alias = std::string("p") + name;
-    p = dlsym(RTLD_DEFAULT, alias.c_str());
-    if (p == nullptr) p = dlsym(RTLD_NEXT, name);
+    p = ::replay::interpose::nccl::NcclFunction(name);
     slot.store(p, std::memory_order_release);
   }
   return reinterpret_cast<Fn>(p);

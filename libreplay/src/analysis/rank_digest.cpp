@@ -253,6 +253,23 @@ class Scanner {
     }
   }
 
+  // The first NaN/Inf this rank sent before it had received any: where it
+  // entered the job, if this rank is where it did.
+  void NoteSentNonFinite(const OpenCall& call, uint32_t nan, uint32_t inf) {
+    if ((nan == 0 && inf == 0) || received_nan_ || d_.nan_origin) return;
+    NanOrigin n;
+    n.comm = call.comm;
+    n.seq = IsCollective(call.kind) ? call.seq : 0;
+    n.peer = IsCollective(call.kind) ? kNoPeer : call.peer;
+    n.api = call.api;
+    n.nan = nan;
+    n.inf = inf;
+    n.time_ns = call.enter_ns;
+    n.call_site = call.call_site;
+    n.mark = d_.last_mark;
+    d_.nan_origin = n;
+  }
+
   void OnOp(const Event& e) {
     const OpEvent& op = e.op;
     Thread& t = ThreadOf(e.thread);
@@ -264,19 +281,8 @@ class Scanner {
     if (op.kind == OpKind::kAbort) d_.aborted = true;
     const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
 
-    if ((op.send_nan != 0 || op.send_inf != 0) && (op.flags & op_flags::kHasSendHash) != 0 &&
-        !received_nan_ && !d_.nan_origin) {
-      NanOrigin n;
-      n.comm = op.comm;
-      n.seq = IsCollective(op.kind) ? op.seq : 0;
-      n.peer = IsCollective(op.kind) ? kNoPeer : World(op.comm, op.peer);
-      n.api = op.api;
-      n.nan = op.send_nan;
-      n.inf = op.send_inf;
-      n.time_ns = e.time_ns;
-      n.call_site = e.call_site;
-      n.mark = d_.last_mark;
-      d_.nan_origin = n;
+    if ((op.flags & op_flags::kHasSendHash) != 0 && (op.send_nan != 0 || op.send_inf != 0)) {
+      NoteSentNonFinite(CallOf(e), op.send_nan, op.send_inf);
     }
 
     if (IsCollective(op.kind) && op.comm != 0 && op.seq != 0) {
@@ -387,20 +393,8 @@ class Scanner {
     auto it = requests_.find(c.request);
     // Device operations carry the counts of what they sent in their completion
     // (the data is read on the GPU's stream, not at the call).
-    if ((c.flags & op_flags::kHasSendHash) != 0 && (c.send_nan != 0 || c.send_inf != 0) && !received_nan_ &&
-        !d_.nan_origin && it != requests_.end()) {
-      const OpenCall& call = it->second.call;
-      NanOrigin n;
-      n.comm = call.comm;
-      n.seq = IsCollective(call.kind) ? call.seq : 0;
-      n.peer = IsCollective(call.kind) ? kNoPeer : call.peer;
-      n.api = call.api;
-      n.nan = c.send_nan;
-      n.inf = c.send_inf;
-      n.time_ns = call.enter_ns;
-      n.call_site = call.call_site;
-      n.mark = d_.last_mark;
-      d_.nan_origin = n;
+    if ((c.flags & op_flags::kHasSendHash) != 0 && it != requests_.end()) {
+      NoteSentNonFinite(it->second.call, c.send_nan, c.send_inf);
     }
     if (c.recv_nan != 0 || c.recv_inf != 0) received_nan_ = true;
     if (it == requests_.end()) return;
