@@ -393,6 +393,39 @@ TEST_CASE("check reports configuration that differs across ranks and ignores per
   CHECK(f.details[0] == "NCCL_SOCKET_IFNAME: ranks 0-2 'eth0'; rank 3 'eth1'");
 }
 
+TEST_CASE("check names the rank missing from a hung non-blocking collective whose call never returned", "[analysis]") {
+  // NCCL calls are non-blocking and may block while they enqueue: ranks 0, 2
+  // and 3 are stuck inside the gradient allreduce's call, rank 1 skipped it
+  // and is stuck in the next one; the launcher's SIGTERM ends them all.
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), 4);
+    job.InitAll();
+    std::vector<int32_t> all{0, 1, 2, 3};
+    for (int r = 0; r < 4; ++r) {
+      uint64_t grad = job.Create(r, testing::kMpiCommSplit, SyntheticJob::World(), 1, all);
+      job.Wait(r, {job.Iallreduce(r, grad, 1)}, 1, grad, 1);
+      if (r == 1) {
+        job.Iallreduce(r, SyntheticJob::World(), 2, 1, false);
+      } else {
+        job.Iallreduce(r, grad, 2, 2048, false);
+      }
+      job.Die(r, SIGTERM);
+    }
+  }
+  CheckReport report = Check(dir.path());
+  INFO(Titles(report));
+  REQUIRE(report.findings.size() == 2);
+  CHECK(report.findings[0].kind == FindingKind::kMissingRanks);
+  CHECK(report.findings[0].ranks == std::vector<int32_t>{1});
+  CHECK(report.findings[0].seq == 2);
+  CHECK(report.findings[0].data["stuck"] == std::vector<int32_t>{0, 2, 3});
+  CHECK(report.findings[0].data["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
+  CHECK(report.findings[1].kind == FindingKind::kMissingRanks);
+  CHECK(report.findings[1].ranks == std::vector<int32_t>{0, 2, 3});
+  for (int r = 0; r < 4; ++r) CHECK(report.ranks[static_cast<size_t>(r)].blocked);
+}
+
 TEST_CASE("check reports a crash with what the rank was doing, before the hang it caused", "[analysis]") {
   testing::TempDir dir;
   {

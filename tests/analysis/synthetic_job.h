@@ -154,7 +154,9 @@ class SyntheticJob {
   }
 
   // A non-blocking allreduce: op + ret now; the request id is returned for Wait.
-  uint64_t Iallreduce(int rank, uint64_t comm, uint64_t seq, int64_t count = 2) {
+  // Without `returns`, the call itself never returns (an NCCL operation stuck
+  // while it enqueues).
+  uint64_t Iallreduce(int rank, uint64_t comm, uint64_t seq, int64_t count = 2, bool returns = true) {
     uint64_t req = next_request_[static_cast<size_t>(rank)]++;
     Event op = Op(kMpiIallreduce, OpKind::kAllreduce, comm, seq);
     op.op.flags |= op_flags::kNonBlocking;
@@ -163,6 +165,7 @@ class SyntheticJob {
     op.op.dtype = DataType::kInt32;
     op.op.redop = RedOp::kSum;
     Append(rank, op);
+    if (!returns) return req;
     Event ret = Ret(kMpiIallreduce, comm, seq);
     ret.ret.request = req;
     Append(rank, ret);

@@ -473,6 +473,12 @@ class Scanner {
       b.stuck = Stuck(e.time_ns);
       CallState state = b.stuck ? CallState::kStuck : CallState::kInProgress;
       if (t.coll >= 0) d_.collectives[static_cast<size_t>(t.coll)].state = state;
+      // A non-blocking collective that never returned from its call (an NCCL
+      // operation stuck at enqueue): the rank is inside it.
+      if ((e.op.flags & op_flags::kNonBlocking) != 0 && e.op.request != 0) {
+        auto it = requests_.find(e.op.request);
+        if (it != requests_.end() && it->second.coll >= 0) d_.collectives[static_cast<size_t>(it->second.coll)].state = state;
+      }
       if (e.op.kind == OpKind::kWait) {
         for (int64_t id : e.list) {
           auto it = requests_.find(static_cast<uint64_t>(id));
