@@ -71,12 +71,15 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Launcher variables would make the program believe it is one of many.
+// Launcher variables would make the program believe it is one of many. How a
+// singleton starts (OMPI_MCA_ess_singleton_*, e.g. without a daemon where
+// Open MPI is not installed) is the user's, and stays.
 void ForgetLauncher() {
   std::vector<std::string> names;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     std::string name = kv.substr(0, kv.find('='));
+    if (name.rfind("OMPI_MCA_ess_singleton_", 0) == 0) continue;
     for (const char* prefix : {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_MCA_ess_", "OMPI_MCA_orte_",
                                "OMPI_MCA_pmix", "PMIX_", "PMI_", "SLURM_PROCID", "REPLAY_DIR", "REPLAY_TRACE_UUID"}) {
       if (name.rfind(prefix, 0) == 0) names.push_back(name);

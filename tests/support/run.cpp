@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <sstream>
 
@@ -28,7 +29,12 @@ RunResult Run(const std::string& command, int timeout_s) {
   return r;
 }
 
-std::string BuildPath(const std::string& relative) { return std::string(REPLAY_BUILD_DIR) + "/" + relative; }
+std::string BuildPath(const std::string& relative) {
+  // A build carried to another machine (tests/gpu/device_check.sh) lives
+  // elsewhere than where it was built.
+  const char* moved = std::getenv("REPLAY_TEST_BUILD_DIR");
+  return std::string(moved != nullptr && *moved != '\0' ? moved : REPLAY_BUILD_DIR) + "/" + relative;
+}
 std::string Replay() { return BuildPath("replay"); }
 std::string Interposer() { return BuildPath("libreplay_interpose.so"); }
 std::string Preload() {

@@ -14,7 +14,8 @@ struct RunResult {
 // Runs `command` through /bin/sh with a timeout (SIGTERM, then SIGKILL 5 s later).
 RunResult Run(const std::string& command, int timeout_s = 120);
 
-// Paths in the build tree.
+// Paths in the build tree ($REPLAY_TEST_BUILD_DIR when set: a build carried to
+// another machine).
 std::string BuildPath(const std::string& relative);
 std::string Replay();           // the replay command
 std::string Interposer();       // libreplay_interpose.so

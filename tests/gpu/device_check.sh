@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# tests/gpu/device_check.sh: the GPU checks and benchmarks of replay, in one run
+# of under 8 minutes on a machine with one NVIDIA GPU, CUDA, NCCL and PyTorch
+# and none of replay's other dependencies.
+#
+#   here:   tests/gpu/prepare_device.sh          # builds and lays out .device/ (~20 MiB)
+#   there:  bash tests/gpu/device_check.sh       # with .device/ carried along
+#
+# Runs, each step bounded in time and each reported whether it passes or not:
+#   1. the `gpu`-labelled tests (tests/gpu/nccl_gpu_test.cpp);
+#   2. the CUDA + NCCL trainer (examples/nccl_train, one rank, one-rank
+#      communicators) recorded at level data, checked, re-run alone from its
+#      trace, and the re-run's parameters compared bit for bit; a NaN fault
+#      recorded and checked;
+#   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
+#      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
+#      compared with a run without the preload;
+#   4. an ncclAllReduce size sweep (bench/nccl_allreduce_sweep), 8 B to
+#      256 MiB, without the preload and recorded at meta, hash and data,
+#      alternated over ROUNDS rounds: the overhead ratio per size, and the
+#      cost of fingerprinting device buffers (hash minus meta) as bytes/s.
+# Writes to $OUT (default ./device-out): summary.txt (one line per check and
+# the benchmark table), log.txt (everything), sweep.txt, env.txt and a bundle
+# of the trainer's trace.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+carry=${REPLAY_DEVICE_DIR:-$root/.device}
+out=${OUT:-$root/device-out}
+rounds=${ROUNDS:-3}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/replay-device-XXXXXX)
+summary=$out/summary.txt
+log=$out/log.txt
+: >"$summary"
+: >"$log"
+started=$(date +%s)
+
+say() { echo "$*" | tee -a "$summary" >>"$log"; }
+# step NAME SECONDS COMMAND...: runs COMMAND, its output to the log; PASS/FAIL line.
+step() {
+  local name=$1 secs=$2
+  shift 2
+  echo "=== $name: $*" >>"$log"
+  local t0=$(date +%s)
+  timeout -k 5 "$secs" bash -o pipefail -c "$*" >>"$log" 2>&1
+  local rc=$?
+  local verdict=PASS
+  [ $rc -eq 0 ] || verdict="FAIL (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"
+  say "$(printf '%-44s %s  %ss' "$name" "$verdict" $(($(date +%s) - t0)))"
+  return $rc
+}
+
+if [ ! -x "$carry/replay" ]; then
+  echo "device_check.sh: no build at $carry: run tests/gpu/prepare_device.sh first and carry .device" | tee -a "$summary"
+  exit 2
+fi
+
+# NCCL: the system's, or the one PyTorch's wheels bring.
+nccl_dir=""
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$nccl_dir" ] || nccl_dir=$(dirname "$(find / -name libnccl.so.2 -not -path '*/proc/*' 2>/dev/null | head -1)")
+fi
+export LD_LIBRARY_PATH="$carry/lib:$carry/openmpi/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Open MPI from the carried files: a singleton per process, no daemon, shared
+# memory and self only.
+export OPAL_PKGLIBDIR="$carry/openmpi/lib/openmpi3" OPAL_PKGDATADIR="$carry/openmpi/share"
+export OMPI_MCA_mca_base_component_path="$carry/openmpi/lib/openmpi3"
+export OMPI_MCA_mca_base_component_show_load_errors=0
+export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi,psm,psm2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export REPLAY_TEST_BUILD_DIR="$carry"
+R=$carry/replay
+train=$carry/examples/nccl_train/nccl_train
+sweep=$carry/bench/nccl_allreduce_sweep
+
+{
+  date -u
+  uname -a
+  nvidia-smi -L 2>&1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
+  "$R" --version
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1
+  echo "libnccl: ${nccl_dir:-system} $(ldconfig -p | grep -m1 libnccl.so.2 || true)"
+  nproc
+} >"$out/env.txt" 2>&1
+say "# replay device check, $(date -u +%F), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+
+# 1. The gpu-labelled tests.
+step "gpu tests (nccl_gpu_test)" 240 "'$carry/tests/gpu_nccl_gpu_test' --reporter compact"
+grep -q "SKIPPED" "$log" && say "  note: a gpu test printed SKIPPED (no GPU seen?)"
+
+# 2. The trainer: record, check, re-run alone, compare bits.
+args="--steps 20 --ckpt-every 0 --fault unseeded"
+step "trainer: record --level data" 120 \
+  "cd '$work' && '$R' record --level data -o '$work/train' -- '$train' $args | tee '$work/train.out'"
+step "trainer: check finds nothing" 60 "'$R' check '$work/train'"
+step "trainer: rerun --rank 0" 120 \
+  "cd '$work' && '$R' rerun '$work/train' --rank 0 -- '$train' $args | tee '$work/rerun.out'"
+step "trainer: re-run parameters equal, bit for bit" 10 \
+  "a=\$(grep 'final-params' '$work/train.out'); b=\$(grep 'final-params' '$work/rerun.out'); echo \"\$a\"; echo \"\$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
+step "trainer: completions seen on the GPU" 30 \
+  "'$R' dump '$work/train' --rank 0 | awk '/ op nccl/ && /device/ {o++} / completion / && /nccl/ {c++} END {print o, \"device ops,\", c, \"completions\"; exit !(o > 0 && c >= o)}'"
+step "trainer: bundle" 30 "'$R' bundle '$work/train' -o '$out/train.bundle'"
+step "trainer nan: record" 120 \
+  "cd '$work' && '$R' record -o '$work/nan' -- '$train' --steps 6 --ckpt-every 0 --fault nan:rank=0,step=3"
+step "trainer nan: check names rank 0" 60 "'$R' check '$work/nan' | tee '$work/nan.check'; grep -qi 'nan' '$work/nan.check'"
+
+# 3. PyTorch DDP at world size 1, started as torchrun would start it.
+export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517
+step "ddp: plain run" 150 "cd '$work' && python3 '$root/tests/gpu/ddp_step.py' 5 | tee '$work/ddp.plain'"
+step "ddp: record --level hash" 150 \
+  "cd '$work' && '$R' record -o '$work/ddp' -- python3 '$root/tests/gpu/ddp_step.py' 5 | tee '$work/ddp.rec'"
+step "ddp: same losses and parameters under the preload" 10 \
+  "grep -q params '$work/ddp.plain' && diff <(grep '^rank' '$work/ddp.plain') <(grep '^rank' '$work/ddp.rec')"
+step "ddp: NCCL collectives in the trace" 30 \
+  "'$R' info '$work/ddp'; n=\$('$R' dump '$work/ddp' --rank 0 | grep -c ' op nccl'); echo \"\$n NCCL ops\"; [ \"\$n\" -gt 5 ]"
+step "ddp: check" 60 "'$R' check '$work/ddp'"
+unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+
+# 4. The allreduce sweep, alternated.
+elapsed=$(($(date +%s) - started))
+budget=$((420 - elapsed))
+sweep_args="--min 8 --max 268435456 --factor 4 --iters 40"
+: >"$out/sweep.txt"
+for r in $(seq 1 "$rounds"); do
+  [ $(($(date +%s) - started)) -lt 400 ] || { say "  sweep: round $r skipped, out of time"; break; }
+  for mode in plain meta hash data; do
+    if [ "$mode" = plain ]; then
+      cmd="'$sweep' $sweep_args"
+    else
+      cmd="'$R' record --level $mode -o '$work/sweep-$mode-$r' -- '$sweep' $sweep_args"
+    fi
+    echo "## round $r $mode" >>"$out/sweep.txt"
+    timeout -k 5 90 bash -c "$cmd" 2>>"$log" | grep -E '^ *[0-9]' >>"$out/sweep.txt"
+    rm -rf "$work/sweep-$mode-$r"
+  done
+done
+python3 - "$out/sweep.txt" <<'EOF' | tee -a "$summary" >>"$log"
+import collections, statistics, sys
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+results = collections.defaultdict(set)
+mode = None
+for line in open(sys.argv[1]):
+    if line.startswith("## "):
+        mode = line.split()[3]
+        continue
+    f = line.split()
+    if len(f) == 4 and mode:
+        runs[mode][int(f[0])].append(float(f[1]))
+        results[int(f[0])].add(f[3])
+if "plain" not in runs:
+    print("sweep: no results"); sys.exit(0)
+print("\nncclAllReduce, one-rank communicator: median us per op over rounds, and ratio to plain")
+print(f"{'bytes':>11} {'plain us':>9} {'meta':>7} {'hash':>7} {'data':>7}  {'fp GB/s':>8}  same result")
+for size in sorted(runs["plain"]):
+    p = statistics.median(runs["plain"][size])
+    row = f"{size:>11} {p:>9.2f}"
+    med = {}
+    for m in ("meta", "hash", "data"):
+        if runs[m].get(size):
+            med[m] = statistics.median(runs[m][size])
+            row += f" {med[m] / p:>7.3f}"
+        else:
+            row += f" {'-':>7}"
+    fp = ""
+    if "meta" in med and "hash" in med and med["hash"] > med["meta"]:
+        # bytes fingerprinted per op: the send and the receive buffer
+        fp = f"{2 * size / ((med['hash'] - med['meta']) * 1e3):.1f}"
+    row += f"  {fp:>8}  {'yes' if len(results[size]) == 1 else 'NO'}"
+    print(row)
+EOF
+
+say ""
+say "total $(($(date +%s) - started)) s; failures: $(grep -c 'FAIL' "$summary")"
+rm -rf "$work"
+grep -q FAIL "$summary" && exit 1
+exit 0

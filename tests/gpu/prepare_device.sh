@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/gpu/prepare_device.sh [BUILD_DIR] [OUT_DIR]: lays out what
+# tests/gpu/device_check.sh needs on a GPU machine that has the CUDA driver,
+# NCCL, nvcc and PyTorch but none of replay's other dependencies (Cap'n Proto,
+# zstd, Open MPI) and no package registry.
+#
+# Builds (in BUILD_DIR, default build-gpu: Release, CUDA on) the replay command,
+# the preload, the CUDA + NCCL trainer, the NCCL allreduce sweep and the gpu
+# tests, then copies them, stripped, into OUT_DIR (default .device, which git
+# ignores) in the layout of a build tree, with the shared libraries they need
+# beyond the C and C++ runtimes, CUDA and NCCL (lib/) and Open MPI's
+# components and help files (openmpi/), so that the programs run there as MPI
+# singletons without an Open MPI installation. Prints the size, which must
+# stay under the 64 MiB a device run carries.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-gpu}
+out=${2:-.device}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPLAY_WITH_CUDA=ON >/dev/null
+fi
+targets=(replay_cli replay_drive replay_interpose nccl_train nccl_allreduce_sweep gpu_nccl_gpu_test)
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+
+rm -rf "$out"
+mkdir -p "$out/lib" "$out/openmpi/lib" "$out/openmpi/share" "$out/examples/nccl_train" "$out/bench" "$out/tests"
+place() {  # place SRC DEST: a stripped copy
+  cp "$1" "$2"
+  strip --strip-debug "$2"
+}
+place "$build/replay" "$out/replay"
+place "$build/replay-drive" "$out/replay-drive"
+place "$build/libreplay_interpose.so" "$out/libreplay_interpose.so"
+place "$build/examples/nccl_train/nccl_train" "$out/examples/nccl_train/nccl_train"
+place "$build/bench/nccl_allreduce_sweep" "$out/bench/nccl_allreduce_sweep"
+place "$build/tests/gpu_nccl_gpu_test" "$out/tests/gpu_nccl_gpu_test"
+
+# Open MPI, relocated: its libmca_common_* and the components a singleton on
+# one host uses. Components that need network stacks the GPU machine may lack
+# (UCX, libfabric, verbs, PSM) stay behind; device_check.sh turns them off.
+ompi_lib=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libmpi.so.40 /{print $NF; exit}')")")
+ompi_root=$(dirname "$(find /usr/lib -path '*openmpi/lib/openmpi3' -type d | head -1)")
+[ -d "$ompi_root/openmpi3" ] || { echo "prepare_device.sh: Open MPI's component directory not found" >&2; exit 1; }
+mkdir -p "$out/openmpi/lib/openmpi3"
+for c in "$ompi_root"/openmpi3/mca_*.so; do
+  if ldd "$c" | grep -qE 'libucp|libucs|libuct|libfabric|libibverbs|librdmacm|libpsm|libpmi\.so|libnl-'; then continue; fi
+  cp "$c" "$out/openmpi/lib/openmpi3/"
+done
+cp "$ompi_root"/libmca_common_sm.so* "$ompi_root"/libmca_common_monitoring.so* "$ompi_root"/libmca_common_ompio.so* \
+  "$out/openmpi/lib/" 2>/dev/null || true
+cp -r /usr/share/openmpi/. "$out/openmpi/share/"
+rm -f "$out/openmpi/share/"*.pc
+
+# Shared libraries: everything the programs and components load, except what
+# every Linux and every CUDA machine has.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libnccl\.so|libcudart|libz\.so)'
+elves=("$out/replay" "$out/replay-drive" "$out/libreplay_interpose.so" "$out/examples/nccl_train/nccl_train"
+       "$out/bench/nccl_allreduce_sweep" "$out/tests/gpu_nccl_gpu_test" "$out"/openmpi/lib/openmpi3/*.so
+       "$out"/openmpi/lib/*.so*)
+for e in "${elves[@]}"; do
+  LD_LIBRARY_PATH="$ompi_root" ldd "$e" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  case "$path" in "$ompi_root"/*) continue ;; esac
+  [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
+done
+
+du -sh "$out"
+size=$(du -sm "$out" | cut -f1)
+if [ "$size" -ge 60 ]; then
+  echo "prepare_device.sh: $out is ${size} MiB; a device run carries at most 64 MiB with the working tree" >&2
+  exit 1
+fi
