@@ -73,8 +73,9 @@ int Run(const Options& opt) {
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
-  std::printf("%s %s: %llu ranks, %llu files, %s (%s of trace) in %.1f s\n", Paint(Color::kBold, "replay bundle").c_str(),
-              s.path.c_str(), static_cast<unsigned long long>(s.ranks), static_cast<unsigned long long>(s.files),
+  std::printf("%s %s: %llu rank%s, %llu files, %s (%s of trace) in %.1f s\n", Paint(Color::kBold, "replay bundle").c_str(),
+              s.path.c_str(), static_cast<unsigned long long>(s.ranks), s.ranks == 1 ? "" : "s",
+              static_cast<unsigned long long>(s.files),
               HumanBytes(s.bytes).c_str(), HumanBytes(s.trace_bytes).c_str(), seconds);
   if (!bo.payloads) std::printf("  received bytes left out (--no-payloads)\n");
   if (!bo.redact) {

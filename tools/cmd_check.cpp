@@ -43,8 +43,8 @@ Exit status: 0 nothing found, 1 findings, 2 the trace could not be read.
 
 void PrintText(const CheckReport& r, bool brief) {
   size_t n = r.findings.size();
-  std::printf("%s %s (%zu ranks%s): %s\n", Paint(Color::kBold, "replay check").c_str(), r.trace.c_str(),
-              r.ranks.size(), r.live ? ", live" : "",
+  std::printf("%s %s (%zu rank%s%s): %s\n", Paint(Color::kBold, "replay check").c_str(), r.trace.c_str(),
+              r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.live ? ", live" : "",
               n == 0 ? Paint(Color::kGreen, "no findings").c_str()
                      : Paint(Color::kRed, std::to_string(n) + (n == 1 ? " finding" : " findings")).c_str());
   for (size_t i = 0; i < n; ++i) {
