@@ -28,6 +28,7 @@
 #include <sstream>
 
 #include "bench_support.h"
+#include "replay/trace_writer.h"
 #include "trace/block.h"
 #include "trace/event_codec.h"
 #include "trace/format.h"
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> levels = ParseList(flags.Str("levels", "-5,1,3,9,19"));
   int reps = static_cast<int>(flags.Int("reps", quick ? 1 : 3));
   bool what_if = flags.Has("what-if");
-  int what_if_level = static_cast<int>(flags.Int("what-if-level", 3));
+  int what_if_level = static_cast<int>(flags.Int("what-if-level", WriterOptions{}.zstd_level));
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
     return 2;
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
                       [](const std::string&, const std::string& packed) { return packed.size() + kHeader; }});
   for (int64_t level : levels) {
     auto codec = std::make_shared<BlockCodec>(static_cast<int>(level));
-    variants.push_back({"zstd " + std::to_string(level) + " of unpacked" + (level == 3 ? " (writer)" : ""),
+    variants.push_back({"zstd " + std::to_string(level) + " of unpacked" + (level == WriterOptions{}.zstd_level ? " (writer)" : ""),
                         [codec](const std::string& raw, const std::string&) {
                           std::string out;
                           Status s = codec->Encode(format::BlockKind::kEvents, 0, 0, Bytes(raw), &out);

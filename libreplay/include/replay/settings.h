@@ -31,7 +31,7 @@ namespace replay {
   X(ring_kb, "RING_KB", "1024",                                                                 \
     "Per-thread recording ring (KiB), kept in a shared file mapping so a killed rank loses nothing.") \
   X(block_events, "BLOCK_EVENTS", "8192", "Events per compressed block at most.")               \
-  X(zstd_level, "ZSTD_LEVEL", "3", "zstd compression level of event blocks.")                   \
+  X(zstd_level, "ZSTD_LEVEL", "1", "zstd compression level of event blocks.")                   \
   X(full_wait_ms, "FULL_WAIT_MS", "200",                                                        \
     "How long an appending thread waits for the writer when its ring is full before dropping (and counting) events (ms).") \
   X(env_prefixes, "ENV_PREFIXES", "OMPI_,PMIX_,PMI_,UCX_,NCCL_,CUDA_,SLURM_,TORCHELASTIC_,MASTER_,LOCAL_RANK,RANK,WORLD_SIZE,REPLAY_,OMP_,HOROVOD_,MV2_,I_MPI_,HYDRA_", \

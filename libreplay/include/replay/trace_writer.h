@@ -45,7 +45,7 @@ struct WriterOptions {
   uint32_t ring_max_slots = 256;
   int64_t flush_interval_ns = 250'000'000;
   uint32_t block_events = 8192;        // events per block at most
-  int zstd_level = 3;
+  int zstd_level = 1;
   int64_t full_wait_ns = 200'000'000;  // see RingOptions
   // Payloads kept: 0 keeps all; K keeps those received since the K-th last
   // mark (payloads are stored in one file per stretch between marks, and
