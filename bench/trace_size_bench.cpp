@@ -4,17 +4,14 @@
 // levels over the unpacked message (what the events stream holds), and zstd over
 // the packed message. Blocks are cut at several sizes because the writer's block
 // size depends on the event rate: it writes a block at least every flush interval
-// (250 ms), so a job making 1000 calls a second writes blocks of ~250 events.
+// (REPLAY_FLUSH_MS, 1 s), so a job making 1000 calls a second writes blocks of ~1000 events.
 //
 // Every variant counts the 40-byte block header of format.h once per block.
 // "excl. fp" subtracts 8 bytes for every fingerprint the stream carries, which is
 // random by construction and cannot compress.
 //
-// With --what-if, a second table sizes two encodings that are NOT the trace
-// format (see EncodeWhatIf), to show what a format change would buy.
-//
 // Usage: trace_size_bench [--events=N] [--blocks=8192,1024,256] [--levels=-5,1,3,9,19]
-//                         [--reps=3] [--what-if] [--what-if-level=3] [--quick]
+//                         [--reps=3] [--quick]
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
 #include <kj/io.h>
@@ -79,50 +76,6 @@ std::string Pack(const std::string& raw) {
   return std::string(reinterpret_cast<const char*>(a.begin()), a.size());
 }
 
-// Encodings that are not the trace format, to size what a format change would
-// buy (--what-if). kSeqDelta stores each op/ret/completion `seq` as the
-// difference from the previous one on the same communicator in the block;
-// kTimeColumn also moves every time delta out of the events into one column of
-// little-endian int64 after the message (as a List(Int64) in EventBlock would).
-enum class WhatIf { kNone, kSeqDelta, kTimeColumn };
-
-std::vector<std::string> EncodeWhatIf(const std::vector<Event>& events, size_t per_block, WhatIf what) {
-  std::vector<std::string> blocks;
-  EventBlockEncoder encoder;
-  for (size_t at = 0; at < events.size(); at += per_block) {
-    size_t n = std::min(per_block, events.size() - at);
-    std::vector<Event> block(events.begin() + static_cast<ptrdiff_t>(at),
-                             events.begin() + static_cast<ptrdiff_t>(at + n));
-    std::vector<std::pair<uint64_t, uint64_t>> last;  // comm -> seq
-    auto delta = [&](uint64_t comm, uint64_t* seq) {
-      auto it = std::find_if(last.begin(), last.end(), [&](const auto& p) { return p.first == comm; });
-      if (it == last.end()) it = last.insert(last.end(), {comm, 0});
-      uint64_t s = *seq;
-      *seq = s - it->second;
-      it->second = s;
-    };
-    std::string column;
-    int64_t prev = block.front().time_ns;
-    for (Event& e : block) {
-      if (e.kind == EventKind::kOp) delta(e.op.comm, &e.op.seq);
-      if (e.kind == EventKind::kReturn) delta(e.ret.comm, &e.ret.seq);
-      if (e.kind == EventKind::kCompletion) delta(e.completion.comm, &e.completion.seq);
-      if (what == WhatIf::kTimeColumn) {
-        int64_t d = e.time_ns - prev;
-        prev = e.time_ns;
-        column.append(reinterpret_cast<const char*>(&d), sizeof(d));
-        e.time_ns = block.front().time_ns;
-      }
-    }
-    encoder.Begin(n, block.front().index, block.front().time_ns);
-    for (const Event& e : block) encoder.Add(EventView::Of(e));
-    std::string raw;
-    encoder.Finish(&raw);
-    blocks.push_back(raw + column);
-  }
-  return blocks;
-}
-
 struct Variant {
   std::string name;
   // Stored bytes of one raw (unpacked) block, framing included; `packed` is the
@@ -142,8 +95,6 @@ int main(int argc, char** argv) {
   std::vector<int64_t> block_sizes = ParseList(flags.Str("blocks", "8192,1024,256"));
   std::vector<int64_t> levels = ParseList(flags.Str("levels", "-5,1,3,9,19"));
   int reps = static_cast<int>(flags.Int("reps", quick ? 1 : 3));
-  bool what_if = flags.Has("what-if");
-  int what_if_level = static_cast<int>(flags.Int("what-if-level", WriterOptions{}.zstd_level));
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
     return 2;
@@ -260,35 +211,6 @@ int main(int argc, char** argv) {
   }
   table.Print();
   std::printf("\nOther processes kept %.2f CPUs busy during the timed part.\n", others);
-  if (what_if) {
-    std::printf("\nWhat if (not the trace format): zstd %d, B/event excl. fingerprints\n\n",
-                what_if_level);
-    std::vector<std::string> h = {"encoding"};
-    for (int64_t b : block_sizes) h.push_back("@" + std::to_string(b));
-    Table t(h);
-    BlockCodec codec(what_if_level);
-    const std::pair<const char*, WhatIf> cases[] = {
-        {"the writer's encoding", WhatIf::kNone},
-        {"seq as a per-communicator delta", WhatIf::kSeqDelta},
-        {"+ time deltas in one column", WhatIf::kTimeColumn}};
-    for (const auto& [name, what] : cases) {
-      std::vector<std::string> row = {name};
-      for (int64_t b : block_sizes) {
-        size_t total = 0;
-        std::vector<std::string> blocks = what == WhatIf::kNone
-                                              ? EncodeBlocks(events, static_cast<size_t>(b))
-                                              : EncodeWhatIf(events, static_cast<size_t>(b), what);
-        for (const std::string& raw : blocks) {
-          std::string out;
-          if (!codec.Encode(format::BlockKind::kEvents, 0, 0, Bytes(raw), &out).ok()) return 1;
-          total += out.size();
-        }
-        row.push_back(Fixed(static_cast<double>(total) / static_cast<double>(n_events) - 8 * fp_per_event, 2));
-      }
-      t.Add(row);
-    }
-    t.Print();
-  }
   std::printf("\nEventBlockEncoder: %.1f ns/event at %lld events per block (best of %d).\n"
               "ns/ev and MB/s time the variant alone (best of the runs; packing excluded for the\n"
               "packed rows), at %lld events per block; MB/s counts unpacked input bytes.\n",

@@ -14,7 +14,7 @@ TEST_CASE("settings take their defaults when unset", "[util]") {
   CHECK(s.dir == "replay-trace");
   CHECK(s.level == "hash");
   CHECK(*s.ParsedLevel() == Level::kHash);
-  CHECK(*s.Integer("flush_ms") == 250);
+  CHECK(*s.Integer("flush_ms") == 1000);
 }
 
 TEST_CASE("malformed settings are refused with the variable's name", "[util]") {

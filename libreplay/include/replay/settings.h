@@ -26,7 +26,7 @@ namespace replay {
   X(level, "LEVEL", "hash",                                                                     \
     "What is recorded: meta (calls and arguments), hash (+ buffer fingerprints), data (+ received bytes).") \
   X(disable, "DISABLE", "0", "1 turns the preloaded recorder into a pass-through.")             \
-  X(flush_ms, "FLUSH_MS", "250",                                                                \
+  X(flush_ms, "FLUSH_MS", "1000",                                                               \
     "Longest time appended events wait before the writer compresses them into the trace (ms).") \
   X(ring_kb, "RING_KB", "1024",                                                                 \
     "Per-thread recording ring (KiB), kept in a shared file mapping so a killed rank loses nothing.") \

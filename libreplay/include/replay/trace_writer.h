@@ -43,7 +43,7 @@ struct WriterOptions {
   JobManifest manifest;
   uint64_t ring_slot_bytes = 1u << 20;  // per recording thread
   uint32_t ring_max_slots = 256;
-  int64_t flush_interval_ns = 250'000'000;
+  int64_t flush_interval_ns = 1'000'000'000;
   uint32_t block_events = 8192;        // events per block at most
   int zstd_level = 1;
   int64_t full_wait_ns = 200'000'000;  // see RingOptions

@@ -455,12 +455,51 @@ void DecodeBody(s::Event::Reader r, Event* e) {
 
 }  // namespace
 
+namespace {
+
+// The last non-zero `seq` per communicator within a block (EventBlock.seqDelta):
+// direct-mapped, so that the encoder and every decoder keep the same state.
+class SeqTable {
+ public:
+  void Clear() { std::memset(slots_, 0, sizeof(slots_)); }
+  uint64_t Last(uint64_t comm) const {
+    const Slot& s = slots_[SlotOf(comm)];
+    return s.comm == comm ? s.seq : 0;
+  }
+  void Note(uint64_t comm, uint64_t seq) {
+    if (seq != 0) slots_[SlotOf(comm)] = Slot{comm, seq};
+  }
+  // Stored value of `seq`, and back.
+  uint64_t Encode(uint64_t comm, uint64_t seq) {
+    uint64_t stored = seq - Last(comm);
+    Note(comm, seq);
+    return stored;
+  }
+  uint64_t Decode(uint64_t comm, uint64_t stored) {
+    uint64_t seq = Last(comm) + stored;
+    Note(comm, seq);
+    return seq;
+  }
+
+ private:
+  struct Slot {
+    uint64_t comm;
+    uint64_t seq;
+  };
+  static size_t SlotOf(uint64_t comm) { return static_cast<size_t>((comm * 0x9E3779B97F4A7C15ull) >> 58); }
+  Slot slots_[64] = {};
+};
+
+}  // namespace
+
 struct EventBlockEncoder::Impl {
   // [segment table word][first segment]: a block that fits one segment is
   // serialised where it was built, without a copy.
   std::vector<capnp::word> buffer;
   std::optional<capnp::MallocMessageBuilder> message;
   capnp::List<s::Event>::Builder events{};
+  capnp::List<int64_t>::Builder time_deltas{};
+  SeqTable seqs;
   unsigned next = 0;
   uint64_t prev_index = 0;
   int64_t prev_time = 0;
@@ -491,13 +530,16 @@ void EventBlockEncoder::Begin(size_t count, uint64_t first_index, int64_t base_t
   m.message.reset();  // zeroes the used part of the first segment for reuse
   // Room for every event's struct, so lists and text are all that can spill
   // into a second segment. The buffer only grows, and stays zeroed.
-  size_t want = 1 + count * kEventWords + kBlockOverheadWords + count / 4;
+  size_t want = 1 + count * (kEventWords + 1) + kBlockOverheadWords + count / 4;
   if (m.buffer.size() < want) m.buffer = std::vector<capnp::word>(want + want / 4);  // zeroed
   m.message.emplace(kj::arrayPtr(m.buffer.data() + 1, m.buffer.size() - 1));
   auto block = m.message->initRoot<s::EventBlock>();
   block.setFirstIndex(first_index);
   block.setBaseTimeNs(base_time_ns);
   m.events = block.initEvents(static_cast<unsigned>(count));
+  m.time_deltas = block.initTimeDeltas(static_cast<unsigned>(count));
+  block.setSeqDelta(true);
+  m.seqs.Clear();
   m.next = 0;
   m.prev_index = first_index - 1;
   m.prev_time = base_time_ns;
@@ -506,14 +548,33 @@ void EventBlockEncoder::Begin(size_t count, uint64_t first_index, int64_t base_t
 void EventBlockEncoder::Add(const EventView& e) {
   Impl& m = *impl_;
   REPLAY_CHECK(m.next < m.events.size(), m.next, m.events.size());
+  m.time_deltas.set(m.next, WrappingSub(e.time_ns, m.prev_time));
   auto b = m.events[m.next++];
   b.setIndexGap(static_cast<int64_t>(e.index - m.prev_index - 1));
-  b.setTimeDeltaNs(WrappingSub(e.time_ns, m.prev_time));
   b.setThread(e.thread);
   b.setCallSite(e.call_site);
   m.prev_index = e.index;
   m.prev_time = e.time_ns;
   EncodeBody(e, b);
+  switch (e.kind) {
+    case EventKind::kOp: {
+      const auto& o = Body<OpEvent>(e);
+      b.getOp().setSeq(m.seqs.Encode(o.comm, o.seq));
+      break;
+    }
+    case EventKind::kReturn: {
+      const auto& r = Body<ReturnEvent>(e);
+      b.getRet().setSeq(m.seqs.Encode(r.comm, r.seq));
+      break;
+    }
+    case EventKind::kCompletion: {
+      const auto& c = Body<CompletionEvent>(e);
+      b.getCompletion().setSeq(m.seqs.Encode(c.comm, c.seq));
+      break;
+    }
+    default:
+      break;
+  }
 }
 
 std::span<const uint8_t> EventBlockEncoder::Finish() {
@@ -566,6 +627,15 @@ Status DecodeEventBlock(std::span<const uint8_t> raw, std::vector<Event>* out) {
     uint64_t index = block.getFirstIndex() - 1;
     int64_t time = block.getBaseTimeNs();
     auto events = block.getEvents();
+    // Epoch 2: time deltas in a column, seq relative per communicator.
+    auto time_deltas = block.getTimeDeltas();
+    const bool time_column = block.hasTimeDeltas();
+    if (time_column && time_deltas.size() != events.size()) {
+      return Status::Corruption("event block holds " + std::to_string(time_deltas.size()) + " time deltas for " +
+                                std::to_string(events.size()) + " events");
+    }
+    const bool seq_delta = block.getSeqDelta();
+    SeqTable seqs;
     // Every writer gives an Event at least the data section of the first
     // schema (its union tag is in the last of those words; later schemas only
     // grow it). Smaller elements are damage, and would let a few compressed
@@ -575,15 +645,25 @@ Status DecodeEventBlock(std::span<const uint8_t> raw, std::vector<Event>* out) {
             kFirstEventDataWords * sizeof(capnp::word)) {
       return Status::Corruption("event block holds events smaller than any writer makes");
     }
-    for (auto r : events) {
+    for (unsigned i = 0; i < events.size(); ++i) {
+      auto r = events[i];
       Event e;
       index = index + 1 + static_cast<uint64_t>(r.getIndexGap());
       time = WrappingAdd(time, r.getTimeDeltaNs());
+      if (time_column) time = WrappingAdd(time, time_deltas[i]);
       e.index = index;
       e.time_ns = time;
       e.thread = r.getThread();
       e.call_site = r.getCallSite();
       DecodeBody(r, &e);
+      if (seq_delta) {
+        switch (e.kind) {
+          case EventKind::kOp: e.op.seq = seqs.Decode(e.op.comm, e.op.seq); break;
+          case EventKind::kReturn: e.ret.seq = seqs.Decode(e.ret.comm, e.ret.seq); break;
+          case EventKind::kCompletion: e.completion.seq = seqs.Decode(e.completion.comm, e.completion.seq); break;
+          default: break;
+        }
+      }
       out->push_back(std::move(e));
     }
   } catch (const kj::Exception& ex) {

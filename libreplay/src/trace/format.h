@@ -12,10 +12,10 @@ namespace replay::format {
 
 // The trace format epoch. Bumped only when framing (this file) changes in a way
 // a reader of an older epoch cannot skip; schema evolution does not bump it.
-inline constexpr uint32_t kFormatEpoch = 1;
+inline constexpr uint32_t kFormatEpoch = 2;
 // The lowest reader epoch that can read what this writer produces. A reader
 // refuses a trace whose minReaderEpoch is above its own kFormatEpoch.
-inline constexpr uint32_t kMinReaderEpoch = 1;
+inline constexpr uint32_t kMinReaderEpoch = 2;
 
 // Names inside a trace directory.
 inline constexpr const char* kManifestFile = "manifest";

@@ -231,6 +231,17 @@ struct EventBlock {
   firstIndex @0 :UInt64;   # index of the first event of `events`
   baseTimeNs @1 :Int64;    # reference for the first event's timeDeltaNs
   events @2 :List(Event);  # in index order; each element at least the 20 data words of the first Event schema (readers refuse smaller)
+  # Time deltas as one column (epoch 2 writers): when present it holds one
+  # value per event, which replaces that event's timeDeltaNs (then 0). A
+  # column of small, similar numbers compresses far better than the same
+  # numbers spread over the events.
+  timeDeltas @3 :List(Int64);
+  # When true (epoch 2 writers), the `seq` of op, ret and completion events is
+  # stored as the difference (modulo 2^64) from the last non-zero `seq` of an
+  # op, ret or completion on the same `comm` earlier in this block, looked up
+  # in a 64-entry direct-mapped table (slot = (comm * 0x9E3779B97F4A7C15) >> 58;
+  # a slot holding another comm counts as 0). A block stays decodable alone.
+  seqDelta @4 :Bool;
 }
 
 struct Event {
