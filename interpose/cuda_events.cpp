@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dlsym_hook.h"
+
 namespace replay::interpose::cuda {
 namespace {
 
@@ -33,6 +35,8 @@ struct Driver {
   CUresult (*stream_get_ctx)(void*, void**) = nullptr;
   CUresult (*ctx_set_current)(void*) = nullptr;
   CUresult (*ctx_get_current)(void**) = nullptr;
+  CUresult (*ctx_get_device)(int*) = nullptr;
+  CUresult (*driver_get_version)(int*) = nullptr;
   // Staging copies (optional).
   CUresult (*memcpy_dtoh_async)(void*, uint64_t, size_t, void*) = nullptr;
   CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, void*) = nullptr;
@@ -45,7 +49,7 @@ Driver Load() {
   Driver x;
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (h == nullptr) return x;
-  auto sym = [&](const char* name) { return dlsym(h, name); };
+  auto sym = [&](const char* name) { return RealDlsym(h, name); };
   x.pointer_get_attribute = reinterpret_cast<decltype(x.pointer_get_attribute)>(sym("cuPointerGetAttribute"));
   x.event_create = reinterpret_cast<decltype(x.event_create)>(sym("cuEventCreate"));
   x.event_record = reinterpret_cast<decltype(x.event_record)>(sym("cuEventRecord"));
@@ -54,6 +58,8 @@ Driver Load() {
   x.stream_get_ctx = reinterpret_cast<decltype(x.stream_get_ctx)>(sym("cuStreamGetCtx"));
   x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(sym("cuCtxSetCurrent"));
   x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(sym("cuCtxGetCurrent"));
+  x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(sym("cuCtxGetDevice"));
+  x.driver_get_version = reinterpret_cast<decltype(x.driver_get_version)>(sym("cuDriverGetVersion"));
   x.memcpy_dtoh_async = reinterpret_cast<decltype(x.memcpy_dtoh_async)>(sym("cuMemcpyDtoHAsync_v2"));
   x.memcpy_htod_async = reinterpret_cast<decltype(x.memcpy_htod_async)>(sym("cuMemcpyHtoDAsync_v2"));
   x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
@@ -153,6 +159,23 @@ Poller& ThePoller() {
 }  // namespace
 
 bool DriverLoaded() { return D().ok; }
+
+int DriverVersion() {
+  static std::atomic<int> version{0};
+  int v = version.load(std::memory_order_relaxed);
+  if (v != 0) return v;
+  const Driver& d = D();
+  if (d.driver_get_version == nullptr || d.driver_get_version(&v) != kSuccess) return 0;
+  version.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+int CurrentDevice() {
+  const Driver& d = D();
+  int device = -1;
+  if (d.ctx_get_device == nullptr || d.ctx_get_device(&device) != kSuccess) return -1;
+  return device;
+}
 
 bool IsDevicePointer(const void* ptr) {
   const Driver& d = D();

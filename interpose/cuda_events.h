@@ -4,8 +4,9 @@
 // enqueued; a poller thread (started on first use) queries the pending events
 // and calls back when each completes, so the application thread never
 // synchronises. Everything goes through the CUDA driver API, looked up at run
-// time in the libcuda the process already loaded: a process without CUDA pays
-// nothing and gets `false` from every function here.
+// time in the libcuda the process already loaded (through the C library's own
+// dlsym: the preload's CUDA calls are never the application's, never recorded):
+// a process without CUDA pays nothing and gets `false` from every function here.
 //
 // Thread safety: all functions may be called from any thread; callbacks run on
 // the poller thread, one at a time.
@@ -19,6 +20,12 @@ namespace replay::interpose::cuda {
 
 // Whether the CUDA driver is loaded in this process.
 bool DriverLoaded();
+
+// The driver's version (cuDriverGetVersion), 0 when unknown.
+int DriverVersion();
+
+// The device of the calling thread's current context, -1 when there is none.
+int CurrentDevice();
 
 // Whether `ptr` points to device memory (false for host memory, for unknown
 // pointers and without a driver).

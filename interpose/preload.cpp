@@ -13,6 +13,9 @@
 #include <string_view>
 
 #include "api.h"
+#ifdef REPLAY_HAVE_DLSYM_HOOK
+#include "cuda_record.h"
+#endif
 #include "guard.h"
 #include "mpi_rerun.h"
 #ifdef REPLAY_HAVE_NCCL
@@ -48,6 +51,9 @@ __attribute__((destructor)) void CheckNcclAtExit() { nccl::CheckForStaticNccl();
 __attribute__((constructor)) void LoadPreload() {
   Recorder::SetApiNames(AllApiNames());
   Recorder::SetActivationHook(OnActivation);
+#ifdef REPLAY_HAVE_DLSYM_HOOK
+  Recorder::SetCloseHook(cuda::FlushKernels);
+#endif
 }
 
 }  // namespace

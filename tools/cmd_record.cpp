@@ -180,7 +180,7 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
   std::string forward = "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID;REPLAY_COMMAND";
   for (const char* extra : {"REPLAY_FLUSH_MS", "REPLAY_RING_KB", "REPLAY_HASH_LIMIT_KB", "REPLAY_NAN_SCAN",
                             "REPLAY_ENV_PREFIXES", "REPLAY_ZSTD_LEVEL", "REPLAY_DATA_WINDOW", "REPLAY_BLOCK_EVENTS",
-                            "REPLAY_FULL_WAIT_MS", "REPLAY_DISABLE"}) {
+                            "REPLAY_FULL_WAIT_MS", "REPLAY_DISABLE", "REPLAY_CUDA_KERNELS"}) {
     if (std::getenv(extra) != nullptr) forward += std::string(";") + extra;
   }
   PrependEnv("OMPI_MCA_mca_base_env_list", forward, ';');

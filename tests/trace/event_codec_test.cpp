@@ -59,6 +59,33 @@ TEST_CASE("every event kind round-trips through an event block", "[trace]") {
   }
 }
 
+TEST_CASE("every CUDA op round-trips with its handles, a signed count and an unknown device", "[trace]") {
+  std::vector<Event> in;
+  for (int op = 0; op < kCudaOpCount; ++op) {
+    CudaEvent c{};
+    c.op = static_cast<CudaOp>(op);
+    c.rc = op == static_cast<int>(CudaOp::kEventQuery) ? 600 : 0;
+    c.device = op % 2 == 0 ? -1 : op;
+    c.stream = op % 3 == 0 ? kCudaPerThreadStream : 0x7f0000001000ull + static_cast<uint64_t>(op);
+    c.event = 0x7f0000002000ull + static_cast<uint64_t>(op);
+    c.graph = 0x7f0000003000ull + static_cast<uint64_t>(op);
+    c.other = static_cast<uint64_t>(op);
+    c.count = static_cast<uint64_t>(int64_t{-1} - op);  // a stream priority
+    Event e = Event::Make(c);
+    e.index = static_cast<uint64_t>(op);
+    e.time_ns = 100 * op;
+    e.thread = static_cast<uint32_t>(op % 3);
+    e.call_site = 0x400000u + static_cast<uint64_t>(op);
+    in.push_back(e);
+  }
+  std::vector<Event> out = RoundTrip(in);
+  REQUIRE(out.size() == in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    INFO("op " << CudaOpName(in[i].cuda.op));
+    CHECK(out[i] == in[i]);
+  }
+}
+
 TEST_CASE("indices with gaps and times going backwards round-trip", "[trace]") {
   std::vector<Event> in;
   uint64_t idx[] = {10, 11, 15, 14, 100};

@@ -119,6 +119,19 @@ inline constexpr uint16_t kNccl = 1 << 3;
 inline constexpr uint16_t kTopology = 1 << 4;  // cartesian / graph / dist-graph
 }  // namespace comm_flags
 
+// CUDA events (`cuda`): streams with a fixed meaning, whatever handle the
+// program passed for them.
+inline constexpr uint64_t kCudaLegacyStream = 0;     // the legacy default stream
+inline constexpr uint64_t kCudaPerThreadStream = 2;  // the calling thread's default stream
+
+// CUDA copies (`cuda` memcpy and memcpyAsync `other`): the direction.
+namespace cuda_copy {
+inline constexpr uint64_t kByAddress = 0;  // cuMemcpy, cuMemcpyAsync: the driver tells by the addresses
+inline constexpr uint64_t kHostToDevice = 1;
+inline constexpr uint64_t kDeviceToHost = 2;
+inline constexpr uint64_t kDeviceToDevice = 3;
+}  // namespace cuda_copy
+
 // Peer values besides ranks.
 inline constexpr int32_t kAnySource = -1;
 inline constexpr int32_t kProcNull = -2;

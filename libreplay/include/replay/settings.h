@@ -42,6 +42,8 @@ namespace replay {
     "Buffers up to this size (KiB) are fingerprinted whole; larger ones through an evenly spaced sample of this size.") \
   X(nan_scan, "NAN_SCAN", "all",                                                                \
     "NaN/Inf counting of floating buffers: all (every element, so the first NaN is never missed) or hashed (only the fingerprinted bytes).") \
+  X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \
+    "1 records every CUDA kernel launch; 0 counts them per stream, written before the stream's next recorded operation.") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \
     "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
 

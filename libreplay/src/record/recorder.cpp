@@ -25,6 +25,7 @@ std::mutex g_activate_mu;
 std::vector<std::string>* g_api_names = nullptr;
 Recorder* g_recorder = nullptr;  // kept after Close so that late callers stay safe
 void (*g_activation_hook)() = nullptr;
+void (*g_close_hook)(Recorder*) = nullptr;
 
 // Early events: a small fixed buffer, used before activation.
 constexpr int kEarlyMax = 32;
@@ -44,6 +45,7 @@ void CloseAtExit() {
 }  // namespace
 
 void Recorder::SetActivationHook(void (*hook)()) { g_activation_hook = hook; }
+void Recorder::SetCloseHook(void (*hook)(Recorder*)) { g_close_hook = hook; }
 
 void Recorder::SetApiNames(std::vector<std::string> names) {
   std::lock_guard<std::mutex> lock(g_activate_mu);
@@ -96,6 +98,9 @@ Status Recorder::Start() {
   auto level = settings_.ParsedLevel();
   if (!level.ok()) return level.status();
   level_ = *level;
+  if (settings_.cuda_kernels != "0" && settings_.cuda_kernels != "1") {
+    return Status::InvalidArgument("REPLAY_CUDA_KERNELS=" + settings_.cuda_kernels + " is not 0 or 1");
+  }
   WriterOptions o;
   o.dir = settings_.dir;
   REPLAY_ASSIGN_OR_RETURN(int64_t flush_ms, settings_.Integer("flush_ms"));
@@ -185,6 +190,7 @@ void Recorder::SetVersion(const std::string& key, const std::string& value) {
 
 void Recorder::Close(CloseReason reason) {
   if (closed_.exchange(true)) return;
+  if (g_close_hook != nullptr) g_close_hook(this);
   if (reason == CloseReason::kExit && finalized_.load()) reason = CloseReason::kFinalize;
   writer_->UpdateHeader([](RankHeader& h) { h.modules = LoadedModules(); });
   writer_->Close(reason);

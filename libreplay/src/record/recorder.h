@@ -36,6 +36,10 @@ class Recorder {
   // Called once, right after a successful activation, on the activating
   // thread (the interposer installs its signal handlers and fork hooks there).
   static void SetActivationHook(void (*hook)());
+  // Called once when the trace closes, other than from a signal handler, on the
+  // closing thread and before the last events are written: the interposer
+  // appends what it holds back (kernel launches it counted).
+  static void SetCloseHook(void (*hook)(Recorder*));
 
   // The recorder, activating it on first use. Null when recording is disabled
   // (REPLAY_DISABLE=1, a forked child, a failure to start) and after Close.

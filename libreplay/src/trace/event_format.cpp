@@ -104,6 +104,105 @@ std::string FlagNames(uint16_t f) {
   return out;
 }
 
+std::string CudaStream(uint64_t s) {
+  if (s == kCudaLegacyStream) return "legacy";
+  if (s == kCudaPerThreadStream) return "per-thread";
+  return Hex(s);
+}
+
+std::string_view CopyDirection(uint64_t d) {
+  switch (d) {
+    case cuda_copy::kByAddress: return "by-address";
+    case cuda_copy::kHostToDevice: return "HtoD";
+    case cuda_copy::kDeviceToHost: return "DtoH";
+    case cuda_copy::kDeviceToDevice: return "DtoD";
+  }
+  return "?";
+}
+
+std::string_view CaptureMode(uint64_t m) {
+  switch (m) {
+    case 0: return "global";
+    case 1: return "thread-local";
+    case 2: return "relaxed";
+  }
+  return "?";
+}
+
+// What each field of a `cuda` event means depends on its op (trace.capnp).
+void FormatCuda(const CudaEvent& c, Line& l) {
+  l.s = std::string(CudaOpName(c.op));
+  auto query = [&] {
+    l.kv("ready", c.rc == 0 ? "yes" : c.rc == 600 ? "no" : "error");
+    if (c.count) l.kv("left_out", c.count);
+  };
+  switch (c.op) {
+    case CudaOp::kStreamCreate:
+      l.kv("stream", CudaStream(c.stream)).kv("flags", Hex(c.other));
+      if (c.count) l.kv("priority", static_cast<int64_t>(c.count));
+      break;
+    case CudaOp::kStreamDestroy:
+    case CudaOp::kStreamSynchronize:
+      l.kv("stream", CudaStream(c.stream));
+      break;
+    case CudaOp::kStreamQuery:
+      l.kv("stream", CudaStream(c.stream));
+      query();
+      break;
+    case CudaOp::kEventCreate:
+      l.kv("event", Hex(c.event)).kv("flags", Hex(c.other));
+      break;
+    case CudaOp::kEventDestroy:
+    case CudaOp::kEventSynchronize:
+      l.kv("event", Hex(c.event));
+      break;
+    case CudaOp::kEventQuery:
+      l.kv("event", Hex(c.event));
+      query();
+      break;
+    case CudaOp::kEventRecord:
+    case CudaOp::kStreamWaitEvent:
+      l.kv("event", Hex(c.event)).kv("stream", CudaStream(c.stream));
+      if (c.other) l.kv("flags", Hex(c.other));
+      break;
+    case CudaOp::kCtxSynchronize:
+    case CudaOp::kSetDevice:
+      if (c.other) l.kv("ctx", Hex(c.other));
+      break;
+    case CudaOp::kCaptureBegin:
+      l.kv("stream", CudaStream(c.stream)).kv("mode", CaptureMode(c.other));
+      break;
+    case CudaOp::kCaptureEnd:
+      l.kv("stream", CudaStream(c.stream)).kv("graph", Hex(c.graph));
+      break;
+    case CudaOp::kGraphInstantiate:
+      l.kv("exec", Hex(c.graph)).kv("graph", Hex(c.other));
+      break;
+    case CudaOp::kGraphLaunch:
+      l.kv("exec", Hex(c.graph)).kv("stream", CudaStream(c.stream));
+      break;
+    case CudaOp::kMemcpyAsync:
+    case CudaOp::kMemcpy:
+      l.kv("stream", CudaStream(c.stream)).kv("dir", CopyDirection(c.other)).kv("bytes", c.count);
+      break;
+    case CudaOp::kMemsetAsync:
+      l.kv("stream", CudaStream(c.stream)).kv("bytes", c.count).kv("element", c.other);
+      break;
+    case CudaOp::kKernels:
+      l.kv("stream", CudaStream(c.stream)).kv("launches", c.count);
+      break;
+    default:
+      if (c.stream) l.kv("stream", CudaStream(c.stream));
+      if (c.event) l.kv("event", Hex(c.event));
+      if (c.graph) l.kv("graph", Hex(c.graph));
+      if (c.other) l.kv("other", Hex(c.other));
+      if (c.count) l.kv("count", c.count);
+      break;
+  }
+  if (c.device >= 0) l.kv("device", c.device);
+  l.kv("rc", c.rc);
+}
+
 }  // namespace
 
 std::string FormatEventBody(const Event& e, const RankHeader& h) {
@@ -222,18 +321,9 @@ std::string FormatEventBody(const Event& e, const RankHeader& h) {
       l.kv("value", e.seed.value);
       if (e.seed.state) l.kv("state", Hex(e.seed.state));
       return l.s;
-    case EventKind::kCuda: {
-      const CudaEvent& c = e.cuda;
-      l.s = std::string("cuda ") + std::string(CudaOpName(c.op));
-      if (c.stream) l.kv("stream", Hex(c.stream));
-      if (c.event) l.kv("event", Hex(c.event));
-      if (c.graph) l.kv("graph", Hex(c.graph));
-      if (c.other) l.kv("other", Hex(c.other));
-      if (c.count) l.kv("count", c.count);
-      if (c.device >= 0) l.kv("device", c.device);
-      l.kv("rc", c.rc);
+    case EventKind::kCuda:
+      FormatCuda(e.cuda, l);
       return l.s;
-    }
     case EventKind::kMark:
       l.s = "mark " + e.text;
       l.kv("value", e.mark.value);

@@ -211,9 +211,9 @@ enum CudaOp {
   graphLaunch @14;
   memcpyAsync @15;
   memsetAsync @16;
-  memcpy @17;
+  memcpy @17;         # a copy that waits (cuMemcpy*, without Async), on the default stream
   kernels @18;        # count only: kernels launched on `stream` since the previous record
-  setDevice @19;
+  setDevice @19;      # the thread's current context changed (cuCtxSetCurrent)
 }
 
 enum ErrorSource {
@@ -398,15 +398,30 @@ struct Event {
       state @96 :UInt64;       # address of the generator state (rand_r, initstate); 0 otherwise
     }
 
+    # A CUDA driver call of the application, written when it returned (kernel
+    # launches: counted, see `count`). Handles are the process's own values.
     cuda :group {
       op @97 :CudaOp;
+      # The stream the call ordered work on or acted on (streamWaitEvent: the
+      # stream that waits); 0 is the legacy default stream, however named, and
+      # 2 the calling thread's per-thread default stream. 0 for calls without one.
       stream @98 :UInt64;
-      event @99 :UInt64;
-      graph @100 :UInt64;
-      other @101 :UInt64;      # streamWaitEvent: the waiting stream; memcpy: direction
-      rc @102 :Int32;
-      count @103 :UInt64;      # kernels: launches counted; memcpy/memset: bytes
-      device @104 :Int32;
+      event @99 :UInt64;       # the event created, recorded, waited for, synchronized, queried or destroyed
+      graph @100 :UInt64;      # captureEnd: the graph made; graphInstantiate, graphLaunch: the executable graph
+      # streamCreate, eventCreate, eventRecord, streamWaitEvent: the call's flags;
+      # captureBegin: the capture mode (0 global, 1 thread-local, 2 relaxed);
+      # graphInstantiate: the graph instantiated; memcpy, memcpyAsync: the direction
+      # (cuda_copy in event.h); memsetAsync: bytes per element; setDevice and
+      # ctxSynchronize: the context, when the call names one.
+      other @101 :UInt64;
+      rc @102 :Int32;          # the driver's result, as the application saw it
+      # kernels: the launches on `stream` since that stream's previous recorded
+      # call (1 per event with REPLAY_CUDA_KERNELS=1, or for a launch that failed);
+      # memcpy, memcpyAsync, memsetAsync: bytes; eventQuery, streamQuery: the
+      # "not ready" answers to queries of the same handle that were not written
+      # since the previous one written; streamCreate: the priority, as a signed value.
+      count @103 :UInt64;
+      device @104 :Int32;      # the calling thread's current device (kernels: the stream's); -1 unknown
     }
 
     mark :group {
