@@ -1,4 +1,5 @@
-// replay drive DIR [--ranks LIST] [--payload recorded|synthetic] [--backend host] [--timeout S]
+// replay drive DIR [--ranks LIST] [--payload recorded|synthetic] [--backend host|nccl] [--timeout S]
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -35,12 +36,26 @@ completes. The drive records itself; at the end `replay drive` reports what
 its own run shows (as `replay check` would: who waits on whom, which call
 mismatched) and its time in communication against the recording's.
 
-NCCL communication is re-issued with NCCL's semantics over MPI on host
-memory (--backend host, the default): each NCCL communicator becomes an MPI
-communicator of the same members, each collective the MPI collective of the
-same shape, grouped sends and receives non-blocking MPI messages completed
-where the recording saw them complete. So a mismatch or hang recorded on a GPU
-cluster reproduces on any machine with MPI.
+NCCL communication is re-issued in one of two ways:
+
+  --backend host (the default): NCCL's semantics over MPI on host memory. Each
+    NCCL communicator becomes an MPI communicator of the same members, each
+    collective the MPI collective of the same shape, grouped sends and
+    receives non-blocking MPI messages completed where the recording saw them
+    complete. So a mismatch or hang recorded on a GPU cluster reproduces on any
+    machine with MPI.
+  --backend nccl: real NCCL on GPUs (libnccl.so.2 and libcuda.so.1, loaded at
+    run time). Each rank takes the GPU of its local rank (modulo the GPUs of
+    its node); each recorded communicator is created again with the same
+    members and ranks (a split as ncclCommSplit with the recorded colour and
+    key, anything else from a unique id its first member makes), each
+    collective and send/receive enqueued with the recorded count, type,
+    operator, root and peer on a stream of its communicator, in the recorded
+    groups, into device buffers of the recorded sizes, and waited for after
+    it (after the outermost ncclGroupEnd for a group). At --timeout each rank
+    says what it was waiting for and exits, the operation still pending in
+    the drive's trace, so the hang is reported like any other. Point-to-point
+    bytes can be the recorded ones (--payload recorded).
 
 --ranks LIST re-issues only those ranks' communication; what involves the
 other ranks is served from the trace (not re-issued). --timeout S (default 60)
@@ -50,7 +65,13 @@ Not re-issued, and said so: one-sided communication, neighbourhood and
 alltoallw collectives, intercommunicators.
 
 Exit status: 0 the drive completed cleanly, 1 it reproduced a problem (a hang,
-a mismatch, an error), 2 bad arguments or an unreadable trace.)";
+a mismatch, an error), 2 bad arguments, an unreadable trace, or a backend that
+cannot start (--backend nccl without libnccl.so.2 or libcuda.so.1).)";
+
+// With --backend nccl the ranks stop waiting at --timeout themselves and exit
+// with this status; `replay drive` stops mpirun this much later if they do not.
+constexpr int kDriveHungStatus = 3;
+constexpr double kNcclStopGraceS = 10;
 
 struct Options {
   std::string dir;
@@ -60,6 +81,28 @@ struct Options {
   double timeout_s = 60;
   std::string keep;
 };
+
+// Why --backend nccl cannot run here, or "" when it can: this build has no
+// NCCL backend, or NCCL or the CUDA driver cannot be loaded.
+std::string NcclBackendMissing() {
+#if REPLAY_DRIVE_NCCL
+  for (const char* lib : {"libnccl.so.2", "libcuda.so.1"}) {
+    void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* why = dlerror();
+      return std::string("--backend nccl needs ") +
+             (std::string(lib) == "libcuda.so.1" ? "the CUDA driver, libcuda.so.1" : "NCCL, libnccl.so.2") +
+             ", which cannot be loaded (" + (why != nullptr ? why : "not found") +
+             "); put its directory on LD_LIBRARY_PATH, or use --backend host (NCCL over MPI on host memory)";
+    }
+    dlclose(h);
+  }
+  return "";
+#else
+  return "--backend nccl is not in this build of replay (no nccl.h from a CUDA toolkit when it was built); use "
+         "--backend host (NCCL over MPI on host memory)";
+#endif
+}
 
 std::string SelfDir() {
   char buf[4096];
@@ -101,10 +144,12 @@ int Run(const Options& opt) {
   if (opt.payload != "recorded" && opt.payload != "synthetic") {
     return Fail("drive", "--payload " + opt.payload + " is not one of recorded, synthetic");
   }
-  if (opt.backend != "host") {
-    return Fail("drive", "--backend " + opt.backend +
-                             " is not available: this build re-issues NCCL operations over MPI on host memory "
-                             "(--backend host)");
+  if (opt.backend != "host" && opt.backend != "nccl") {
+    return Fail("drive", "--backend " + opt.backend + " is not one of host, nccl");
+  }
+  if (opt.backend == "nccl") {
+    std::string missing = NcclBackendMissing();
+    if (!missing.empty()) return Fail("drive", missing);
   }
   if (opt.payload == "recorded" && (*trace)->manifest() && (*trace)->manifest()->level != Level::kData) {
     return Fail("drive", "--payload recorded needs a trace recorded at level data (replay record --level data)");
@@ -129,8 +174,11 @@ int Run(const Options& opt) {
   setenv("REPLAY_TRACE_UUID", UuidToString(NewUuid()).c_str(), 1);
   unsetenv("REPLAY_MODE");
   PrependEnv("OMPI_MCA_mca_base_env_list", "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID", ';');
+  char timeout[32];
+  std::snprintf(timeout, sizeof(timeout), "%g", opt.timeout_s);
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(world), "--oversubscribe", driver,
                                   AbsolutePath(opt.dir), "--payload", opt.payload};
+  cmd.insert(cmd.end(), {"--backend", opt.backend, "--timeout", timeout});
   if (!opt.ranks.empty()) {
     cmd.push_back("--ranks");
     cmd.push_back(opt.ranks);
@@ -149,17 +197,21 @@ int Run(const Options& opt) {
   }
   int status = 0;
   bool timed_out = false;
+  // NCCL ranks get time to give up at the timeout themselves; a rank blocked
+  // where it cannot (inside a call) is stopped like any other.
+  const double stop_at = opt.timeout_s + (opt.backend == "nccl" ? kNcclStopGraceS : 0);
   for (;;) {
     pid_t w = waitpid(child, &status, WNOHANG);
     if (w == child) break;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!timed_out && elapsed > opt.timeout_s) {
+    if (!timed_out && elapsed > stop_at) {
       timed_out = true;
       kill(child, SIGTERM);  // mpirun passes it on: the ranks close their traces
     }
-    if (timed_out && elapsed > opt.timeout_s + 20) kill(child, SIGKILL);
+    if (timed_out && elapsed > stop_at + 20) kill(child, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  const bool gave_up = !timed_out && opt.backend == "nccl" && ExitCodeOf(status) == kDriveHungStatus;
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Ranks may still be closing their traces after mpirun is gone.
   for (int i = 0; i < 50; ++i) {
@@ -173,8 +225,10 @@ int Run(const Options& opt) {
   }
 
   std::printf("%s %s: %zu ranks, %s after %.1f s\n", Paint(Color::kBold, "replay drive").c_str(), opt.dir.c_str(),
-              world, timed_out ? Paint(Color::kRed, "hung (stopped by --timeout)").c_str()
-                               : (ExitCodeOf(status) == 0 ? "completed" : Paint(Color::kRed, "failed").c_str()),
+              world,
+              timed_out ? Paint(Color::kRed, "hung (stopped by --timeout)").c_str()
+              : gave_up ? Paint(Color::kRed, "hung (the ranks stopped waiting at --timeout)").c_str()
+                        : (ExitCodeOf(status) == 0 ? "completed" : Paint(Color::kRed, "failed").c_str()),
               wall);
   auto driven = TraceReader::Open(drive_trace);
   if (!driven.ok()) {
@@ -225,7 +279,9 @@ void AddDriveCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("DIR", opt->dir, "Trace directory")->required();
   cmd->add_option("--ranks", opt->ranks, "Re-issue only these ranks (e.g. 0,2); the rest is served from the trace");
   cmd->add_option("--payload", opt->payload, "recorded or synthetic (default) message bytes");
-  cmd->add_option("--backend", opt->backend, "How NCCL operations are re-issued: host (NCCL semantics over MPI)");
+  cmd->add_option("--backend", opt->backend,
+                  "How NCCL operations are re-issued: host (NCCL semantics over MPI on host memory, the default) or "
+                  "nccl (real NCCL on GPUs)");
   cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)");
   cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
   cmd->callback([=] {

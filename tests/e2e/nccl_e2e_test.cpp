@@ -264,6 +264,136 @@ TEST_CASE("drive reproduces an NCCL hang on host memory, without the trainer", "
   CHECK(Grep(d.output, "rank 1 never entered MPI_Iallreduce").size() == 1);
 }
 
+// `replay drive --backend nccl` on the stand-ins: their libnccl.so.2 and
+// libcuda.so.1 found first on LD_LIBRARY_PATH, as the real ones are on a GPU
+// machine. The stand-in runs each NCCL call to its end inside the call, so a
+// hang blocks there and `replay drive` stops it at --timeout.
+std::string DriveNccl(const std::string& dir, const std::string& args) {
+  return "LD_LIBRARY_PATH=" + testing::BuildPath("nccl_host") + ":" + testing::BuildPath("nccl_host/cuda") + " " +
+         Replay() + " drive " + dir + " --backend nccl " + args;
+}
+
+TEST_CASE("drive --backend nccl re-issues a clean NCCL trace as real NCCL calls on device memory", "[e2e][nccl]") {
+  TempDir tmp;
+  REQUIRE(Record(tmp / "t", 4, "--steps 3").exit_code == 0);
+  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 30 --keep " + (tmp / "d")), 90);
+  INFO(d.output);
+  CHECK(d.exit_code == 0);
+  CHECK(Grep(d.output, "completed").size() == 1);
+  CHECK(Grep(d.output, "CUDA device 0 of 1").size() == 4);
+  CHECK(Grep(d.output, "0 returned an error").size() == 4);
+  // The drive's own trace: the recorder saw NCCL itself, on device buffers,
+  // with the recording's communicators, groups and operations.
+  auto recorded = ReadTrace(tmp / "t");
+  auto driven = ReadTrace(tmp / "d/trace");
+  REQUIRE(driven.size() == 4);
+  for (auto& [rank, r] : driven) {
+    INFO("rank " << rank);
+    auto count = [](const Rank& of, const std::string& api, bool device) {
+      int n = 0;
+      for (const Event& e : of.events()) {
+        if (e.kind == EventKind::kOp && of.Api(e.op.api) == api &&
+            (!device || (e.op.flags & op_flags::kDevice) != 0)) {
+          ++n;
+        }
+      }
+      return n;
+    };
+    const Rank& before = recorded[rank];
+    CHECK(count(r, "ncclCommInitRank", false) == 1);
+    CHECK(count(r, "ncclCommSplit", false) == count(before, "ncclCommSplit", false));
+    CHECK(count(r, "ncclAllReduce", true) == count(before, "ncclAllReduce", false));
+    CHECK(count(r, "ncclSend", true) == count(before, "ncclSend", false));
+    CHECK(count(r, "ncclRecv", true) == count(before, "ncclRecv", false));
+    CHECK(count(r, "ncclAllReduce", true) >= 9);
+    int groups = 0, completions = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kGroup && !e.group.is_end) ++groups;
+      if (e.kind == EventKind::kCompletion) ++completions;
+    }
+    CHECK(groups >= 3);  // the cursor exchange of each step
+    CHECK(completions == count(r, "ncclAllReduce", true) + count(r, "ncclBroadcast", true) +
+                             count(r, "ncclSend", true) + count(r, "ncclRecv", true));
+  }
+}
+
+TEST_CASE("drive --backend nccl re-issues every NCCL collective with its recorded count, type, root and operator",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(3) + " " +
+                      testing::BuildPath("tests/nccl_host/nccl_device_program") + " --steps 2 --collectives");
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 30 --keep " + (tmp / "d")), 90);
+  INFO(d.output);
+  CHECK(d.exit_code == 0);
+  CHECK(Grep(d.output, "0 returned an error").size() == 3);
+  // Per rank, the NCCL operations as called: the recording's and the drive's agree.
+  auto calls = [](const Rank& r) {
+    std::vector<std::string> out;
+    for (const Event& e : r.events()) {
+      if (e.kind != EventKind::kOp || (e.op.flags & op_flags::kNonBlocking) == 0) continue;
+      const std::string api = r.Api(e.op.api);
+      if (api.rfind("nccl", 0) != 0) continue;
+      out.push_back(api + " count=" + std::to_string(e.op.count) + " dtype=" +
+                    std::string(DataTypeName(e.op.dtype)) + " root=" + std::to_string(e.op.root) +
+                    " op=" + std::string(RedOpName(e.op.redop)) + " peer=" + std::to_string(e.op.peer) +
+                    ((e.op.flags & op_flags::kInGroup) != 0 ? " grouped" : ""));
+    }
+    return out;
+  };
+  auto recorded = ReadTrace(tmp / "t");
+  auto driven = ReadTrace(tmp / "d/trace");
+  REQUIRE(driven.size() == 3);
+  for (auto& [rank, r] : driven) {
+    INFO("rank " << rank);
+    std::vector<std::string> want = calls(recorded[rank]);
+    CHECK(want.size() == 2 * 11);  // allreduce, send, recv and eight other collectives per step
+    CHECK(calls(r) == want);
+  }
+}
+
+TEST_CASE("drive --backend nccl reproduces an NCCL hang and names the rank that never entered the allreduce",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
+  INFO(rec.output);
+  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 5"), 90);
+  INFO(d.output);
+  CHECK(d.exit_code == 1);
+  CHECK(Grep(d.output, "hung").size() >= 1);
+  // The drive's own calls are NCCL's now, on the communicators it split as the job did.
+  CHECK(Grep(d.output, "rank 1 never entered ncclAllReduce on split(nccl, color=0)").size() == 1);
+}
+
+TEST_CASE("drive --backend nccl reproduces the count mismatch of an NCCL allreduce", "[e2e][nccl]") {
+  TempDir tmp;
+  RunResult rec = Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
+  INFO(rec.output);
+  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 5"), 90);
+  INFO(d.output);
+  CHECK(d.exit_code == 1);
+  CHECK(Grep(d.output, "mismatched ncclAllReduce").size() == 1);
+  CHECK(Grep(d.output, "rank 1 passes count 1024").size() == 1);
+}
+
+TEST_CASE("drive --backend nccl without a loadable libnccl.so.2 says so in one line and suggests --backend host",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  REQUIRE(Record(tmp / "t", 2, "--steps 1").exit_code == 0);
+  // A broken libnccl.so.2 ahead of any other on the search path: it cannot be loaded.
+  REQUIRE(Run("mkdir -p " + (tmp / "lib") + " && : > " + (tmp / "lib/libnccl.so.2")).exit_code == 0);
+  RunResult d = Run("LD_LIBRARY_PATH=" + (tmp / "lib") + ":" + testing::BuildPath("nccl_host/cuda") + " " + Replay() +
+                    " drive " + (tmp / "t") + " --backend nccl");
+  INFO(d.output);
+  CHECK(d.exit_code == 2);
+  auto line = Grep(d.output, "libnccl.so.2");
+  REQUIRE(line.size() == 1);
+  CHECK(line[0].find("cannot be loaded") != std::string::npos);
+  CHECK(line[0].find("--backend host") != std::string::npos);
+  CHECK(Grep(d.output, "replay-drive").empty());  // refused before anything started
+}
+
 // The device path on the host CUDA driver stand-in (tests/nccl_host/cuda_host.cpp).
 std::string DeviceProgram(int ranks, const std::string& args) {
   return Mpirun(ranks) + " " + testing::BuildPath("tests/nccl_host/nccl_device_program") + " " + args;

@@ -621,3 +621,28 @@ CUDA_HOST_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int v
 CUDA_HOST_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
+
+// ---------------------------------------------------------------------------
+// Devices and primary contexts, for `replay drive --backend nccl`
+// (tools/drive/nccl_backend.cpp), which picks a device by local rank and makes
+// its primary context current. The one device, 0, has the one context.
+
+CUDA_HOST_API CUresult cuDeviceGetCount(int* count) {
+  if (count == nullptr) return kInvalidValue;
+  *count = 1;
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuDeviceGet(int* device, int ordinal) {
+  if (device == nullptr || ordinal != 0) return kInvalidValue;
+  *device = 0;
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  if (ctx == nullptr || device != 0) return kInvalidValue;
+  *ctx = &g_context;
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuDevicePrimaryCtxRelease_v2(int device) { return device == 0 ? kSuccess : kInvalidValue; }

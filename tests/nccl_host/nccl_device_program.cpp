@@ -11,7 +11,9 @@
 //
 // Options: --steps N (default 4), --count N elements (default 1024),
 // --unseeded (the values come from getrandom), --nan RANK:STEP (that rank
-// sends a NaN at that step). Run under mpirun.
+// sends a NaN at that step), --collectives (each step also runs every other
+// collective once, on device buffers of exactly the size each needs). Run
+// under mpirun.
 #include <mpi.h>
 #include <nccl.h>
 #include <sys/random.h>
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   size_t count = 1024;
   bool unseeded = false;
   int nan_rank = -1, nan_step = -1;
+  bool collectives = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -68,6 +71,8 @@ int main(int argc, char** argv) {
       unseeded = true;
     } else if (a == "--nan" && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%d:%d", &nan_rank, &nan_step) != 2) nan_rank = -1;
+    } else if (a == "--collectives") {
+      collectives = true;
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -90,6 +95,16 @@ int main(int argc, char** argv) {
   auto* send = reinterpret_cast<void*>(d_send);
   auto* sum = reinterpret_cast<void*>(d_sum);
   auto* ring = reinterpret_cast<void*>(d_ring);
+  // --collectives: a buffer of `count` elements per rank, and one to receive into.
+  const size_t all_bytes = bytes * static_cast<size_t>(size);
+  uint64_t d_all = 0, d_all_out = 0;
+  if (collectives) {
+    Check(cuMemAlloc_v2(&d_all, all_bytes) == 0 && cuMemAlloc_v2(&d_all_out, all_bytes) == 0, rank, "cuMemAlloc");
+    std::vector<float> halves(count * static_cast<size_t>(size), 0.5f);
+    Check(cuMemcpyHtoD_v2(d_all, halves.data(), all_bytes) == 0, rank, "cuMemcpyHtoD");
+  }
+  auto* all = reinterpret_cast<void*>(d_all);
+  auto* all_out = reinterpret_cast<void*>(d_all_out);
   std::vector<float> host(count), out(count), back(count);
   for (int step = 1; step <= steps; ++step) {
     for (size_t i = 0; i < count; ++i) {
@@ -104,6 +119,19 @@ int main(int argc, char** argv) {
     Check(ncclRecv(ring, count, ncclFloat32, (rank + size - 1) % size, comm, nullptr) == ncclSuccess, rank,
           "ncclRecv");
     Check(ncclGroupEnd() == ncclSuccess, rank, "ncclGroupEnd");
+    if (collectives) {
+      const int root = step % size;
+      Check(ncclBroadcast(send, sum, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclBroadcast");
+      Check(ncclBcast(sum, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclBcast");
+      Check(ncclReduce(send, sum, count, ncclFloat32, ncclMax, root, comm, nullptr) == ncclSuccess, rank,
+            "ncclReduce");
+      Check(ncclAllGather(send, all, count, ncclFloat32, comm, nullptr) == ncclSuccess, rank, "ncclAllGather");
+      Check(ncclReduceScatter(all, sum, count, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, rank,
+            "ncclReduceScatter");
+      Check(ncclAlltoAll(all, all_out, count, ncclFloat32, comm, nullptr) == ncclSuccess, rank, "ncclAlltoAll");
+      Check(ncclGather(send, all_out, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclGather");
+      Check(ncclScatter(all, ring, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclScatter");
+    }
     Check(cuStreamSynchronize(nullptr) == 0, rank, "cuStreamSynchronize");
     Check(cuMemcpyDtoH_v2(out.data(), d_sum, bytes) == 0 && cuMemcpyDtoH_v2(back.data(), d_ring, bytes) == 0, rank,
           "cuMemcpyDtoH");
@@ -115,6 +143,10 @@ int main(int argc, char** argv) {
   cuMemFree_v2(d_send);
   cuMemFree_v2(d_sum);
   cuMemFree_v2(d_ring);
+  if (collectives) {
+    cuMemFree_v2(d_all);
+    cuMemFree_v2(d_all_out);
+  }
   ncclCommDestroy(comm);
   MPI_Finalize();
   return 0;

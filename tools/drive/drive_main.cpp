@@ -7,13 +7,33 @@
 // and reports what went wrong in it.
 //
 // Usage (under mpirun): replay-drive DIR [--ranks LIST] [--payload recorded|synthetic]
+//                                      [--backend host|nccl] [--timeout S]
+//
+// NCCL communication is re-issued either with NCCL's semantics over MPI on
+// host memory (--backend host: each NCCL communicator an MPI communicator of
+// the same members, each operation the MPI operation of the same shape), or
+// with real NCCL on GPUs (--backend nccl, nccl_backend.h), where each
+// operation is waited for after it is enqueued (after the outermost group end
+// for grouped ones) until --timeout S seconds from the start have passed.
+//
+// Exit status: 0 when the rank's events were all re-issued; 1 when an NCCL
+// operation failed (its communicators are then aborted); 2 for bad arguments,
+// an unreadable trace or a backend that cannot start; 3 when the rank stopped
+// waiting for an NCCL operation at the timeout: a hang. It then exits at once
+// (_exit: the preload still closes its trace), leaving the operation pending
+// in the drive's trace as it was. Aborting the communicators first would let
+// the aborted kernels finish and the preload record the operation as
+// completed, which would erase the hang from the trace `replay drive` checks;
+// the exit frees the GPU work as a killed process's does.
 //
 // Not re-issued (counted and reported): one-sided communication, neighbourhood
 // collectives and intercommunicators. Events of all of a rank's threads are
 // issued from one thread, in the recorded order.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,16 +43,23 @@
 #include <string>
 #include <vector>
 
+#include "nccl_backend.h"
 #include "replay/event.h"
 #include "replay/trace_reader.h"
 
 namespace replay::drive {
 namespace {
 
+constexpr int kExitNcclError = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitHung = 3;
+
 struct Options {
   std::string dir;
   std::set<int> live;  // empty: all
   bool recorded_payloads = false;
+  std::string backend = "host";
+  double timeout_s = 0;  // 0: wait as long as it takes
 };
 
 MPI_Datatype TypeOf(DataType t, uint32_t size) {
@@ -83,9 +110,19 @@ struct Pending {
 
 class Driver {
  public:
+  // `nccl`: the real-NCCL backend, or null for NCCL over MPI on host memory.
   Driver(const Options& opt, std::unique_ptr<RankReader> reader, std::unique_ptr<TraceReader> trace, int rank,
-         int size)
-      : opt_(opt), reader_(std::move(reader)), trace_(std::move(trace)), rank_(rank), size_(size) {}
+         int size, std::unique_ptr<NcclBackend> nccl)
+      : opt_(opt),
+        reader_(std::move(reader)),
+        trace_(std::move(trace)),
+        rank_(rank),
+        size_(size),
+        nccl_(std::move(nccl)) {
+    deadline_ = opt.timeout_s > 0
+                    ? NcclBackend::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000))
+                    : NcclBackend::Clock::time_point::max();
+  }
 
   int Run();
 
@@ -108,6 +145,14 @@ class Driver {
   }
   void CreateComm(size_t op_index);
   void CreateNcclComm(const Event& op, const Event* created);
+  void CreateGpuComm(const Event& op, const Event* created, MPI_Comm members);
+  bool IsNccl(uint16_t api) const { return header().ApiName(api).rfind("nccl", 0) == 0; }
+  void GpuOperation(const Event& e);
+  void GpuGroup(const Event& e);
+  void GpuFree(const Event& e);
+  void GpuWait();
+  void GpuError(const std::string& what);
+  void PrintSummary() const;
   void Collective(const Event& e, bool has_ret);
   void PointToPoint(size_t op_index);
   std::vector<char> Synthetic(size_t bytes) const {
@@ -131,6 +176,10 @@ class Driver {
   std::map<int, std::unique_ptr<RankReader>> peers_;  // --payload recorded: receivers' traces
   int issued_ = 0;
   int errors_ = 0;
+  std::unique_ptr<NcclBackend> nccl_;
+  NcclBackend::Clock::time_point deadline_;
+  int exit_code_ = 0;    // kExitNcclError or kExitHung once the drive stopped early
+  std::string stopped_;  // why it stopped early
 };
 
 const Event* Driver::ReturnOf(size_t i) const {
@@ -248,11 +297,13 @@ void Driver::CreateComm(size_t i) {
   }
 }
 
-// NCCL communicators on host memory: each becomes an MPI communicator with
-// the same members in the same order, split from the world (communicators
-// made from a unique id) or from the parent (ncclCommSplit, ncclCommShrink).
-// Every member knows the communicator's identity from its own recording, so
-// that identity is the colour; the rank each member had is the key.
+// NCCL communicators: each gets an MPI communicator with the same members in
+// the same order, split from the world (communicators made from a unique id)
+// or from the parent (ncclCommSplit, ncclCommShrink). Every member knows the
+// communicator's identity from its own recording, so that identity is the
+// colour; the rank each member had is the key. On host memory the MPI
+// communicator stands for the NCCL one; on GPUs it carries the unique id of a
+// real one (CreateGpuComm).
 void Driver::CreateNcclComm(const Event& op, const Event* created) {
   const std::string api = header().ApiName(op.op.api);
   if (api == "ncclCommInitAll") {
@@ -267,21 +318,157 @@ void Driver::CreateNcclComm(const Event& op, const Event* created) {
   int color = created != nullptr ? static_cast<int>(created->comm_create.comm & 0x3fffffff) : MPI_UNDEFINED;
   int key = created != nullptr ? created->comm_create.rank : 0;
   MPI_Comm out = MPI_COMM_NULL;
-  ++issued_;
+  if (nccl_ == nullptr) ++issued_;  // on GPUs it only carries the unique id: the NCCL call counts
   if (MPI_Comm_split(parent, color, key, &out) != MPI_SUCCESS) ++errors_;
-  if (created == nullptr || out == MPI_COMM_NULL) return;
-  comms_[created->comm_create.comm] = out;
-  int n = 0;
-  MPI_Comm_size(out, &n);
-  std::vector<int> local(static_cast<size_t>(n)), world(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) local[static_cast<size_t>(k)] = k;
-  MPI_Group g, wg;
-  MPI_Comm_group(out, &g);
-  MPI_Comm_group(MPI_COMM_WORLD, &wg);
-  MPI_Group_translate_ranks(g, n, local.data(), wg, world.data());
-  MPI_Group_free(&g);
-  MPI_Group_free(&wg);
-  members_[created->comm_create.comm] = world;
+  if (created != nullptr && out != MPI_COMM_NULL) {
+    comms_[created->comm_create.comm] = out;
+    int n = 0;
+    MPI_Comm_size(out, &n);
+    std::vector<int> local(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) local[static_cast<size_t>(k)] = k;
+    MPI_Group g, wg;
+    MPI_Comm_group(out, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(g, n, local.data(), wg, world.data());
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    members_[created->comm_create.comm] = world;
+  }
+  if (nccl_ != nullptr) CreateGpuComm(op, created, created != nullptr ? out : MPI_COMM_NULL);
+}
+
+// NCCL communicators on GPUs, over the MPI communicator of the same members
+// made above: a split is re-issued as ncclCommSplit with the recorded colour
+// and key (the backend falls back to a unique id when that gives other
+// members); anything else gets a unique id from its first member. A rank the
+// recording left out of a split (NCCL_SPLIT_NOCOLOR) still takes part in it.
+void Driver::CreateGpuComm(const Event& op, const Event* created, MPI_Comm members) {
+  const std::string api = header().ApiName(op.op.api);
+  const uint64_t id = created != nullptr ? created->comm_create.comm : 0;
+  Status st;
+  if (api == "ncclCommSplit") {
+    const int key = created != nullptr ? static_cast<int>(created->comm_create.key) : 0;
+    st = nccl_->Split(op.op.comm, op.op.tag, key, id, members);  // the op's tag is the colour
+  } else if (members != MPI_COMM_NULL) {
+    // ncclCommInitRank, ...Config, ...Scalable, and ncclCommShrink (whose
+    // excluded ranks take no part).
+    st = nccl_->InitFromUniqueId(id, members);
+  } else {
+    return;
+  }
+  ++issued_;
+  if (!st.ok()) GpuError(api + ": " + st.message());
+}
+
+bool IsNcclOperation(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllreduce:
+    case OpKind::kBcast:
+    case OpKind::kReduce:
+    case OpKind::kAllgather:
+    case OpKind::kReduceScatterBlock:
+    case OpKind::kAlltoall:
+    case OpKind::kGather:
+    case OpKind::kScatter:
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One NCCL collective or message, enqueued on its communicator's stream and,
+// outside a group, waited for at once.
+void Driver::GpuOperation(const Event& e) {
+  const OpEvent& op = e.op;
+  const std::string api = header().ApiName(op.api);
+  if (!nccl_->Has(op.comm)) {
+    Note(api + " on an unknown communicator");
+    return;
+  }
+  const bool message = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+  if (message) {
+    if (!Live(rank_)) return;
+    auto m = members_.find(op.comm);
+    if (m != members_.end() && op.peer >= 0 && op.peer < static_cast<int>(m->second.size()) &&
+        !Live(m->second[static_cast<size_t>(op.peer)])) {
+      Note("NCCL messages with ranks served from the trace");
+      return;
+    }
+  } else if (!Live(rank_) || !AllLive(op.comm)) {
+    Note(api + " with ranks served from the trace");
+    return;
+  }
+  NcclOp o;
+  o.api = api;
+  o.kind = op.kind;
+  o.count = op.count;
+  o.dtype = op.dtype;
+  o.dtype_size = op.dtype_size;
+  o.redop = op.redop;
+  o.root = op.root;
+  o.peer = op.peer;
+  o.seq = op.seq;
+  if (op.kind == OpKind::kSend && opt_.recorded_payloads) {
+    o.payload =
+        SendBytes(op, static_cast<size_t>(std::max<int64_t>(op.count, 0)) * std::max<uint32_t>(op.dtype_size, 1));
+  }
+  ++issued_;
+  Status st = nccl_->Issue(op.comm, o);
+  if (!st.ok()) GpuError(st.message());
+  if (nccl_->GroupDepth() == 0) GpuWait();
+}
+
+// ncclGroupStart and ncclGroupEnd where the recording called them: what the
+// group holds is launched, and waited for, at the outermost end.
+void Driver::GpuGroup(const Event& e) {
+  if (!Live(rank_)) return;  // a rank served from the trace only helps create communicators
+  const std::string api = header().ApiName(e.group.api);
+  ++issued_;
+  Status st = e.group.is_end ? nccl_->GroupEnd(api == "ncclGroupSimulateEnd") : nccl_->GroupStart();
+  if (!st.ok()) GpuError(st.message());
+  if (e.group.is_end && nccl_->GroupDepth() == 0) GpuWait();
+}
+
+void Driver::GpuFree(const Event& e) {
+  if (!nccl_->Has(e.comm_free.comm)) return;
+  ++issued_;
+  Status st = nccl_->Free(e.comm_free.comm, header().ApiName(e.comm_free.api));
+  if (!st.ok()) GpuError(st.message());
+}
+
+// A hang ends here: at the deadline the rank says what it was waiting for and
+// exits (see the exit status at the top). After an NCCL error it aborts its
+// communicators and stops driving.
+void Driver::GpuWait() {
+  std::string what;
+  switch (nccl_->Wait(deadline_, &what)) {
+    case WaitResult::kDone:
+      return;
+    case WaitResult::kFailed:
+      GpuError(what);
+      exit_code_ = kExitNcclError;
+      stopped_ = "an NCCL error in " + what;
+      nccl_->Abort();
+      return;
+    case WaitResult::kTimedOut: {
+      char after[32];
+      std::snprintf(after, sizeof(after), "%g", opt_.timeout_s);
+      exit_code_ = kExitHung;
+      stopped_ = "hung: " + what + " had not completed after --timeout " + after + " s";
+      PrintSummary();
+      _exit(kExitHung);
+    }
+  }
+}
+
+void Driver::GpuError(const std::string& what) {
+  constexpr int kShown = 10;
+  if (++errors_ <= kShown) {
+    std::fprintf(stderr, "replay-drive: rank %d: %s%s\n", rank_, what.c_str(),
+                 errors_ == kShown ? " (further errors are only counted)" : "");
+  }
 }
 
 void Driver::Collective(const Event& e, bool has_ret) {
@@ -555,8 +742,12 @@ void Driver::PointToPoint(size_t i) {
 int Driver::Run() {
   const std::vector<Event>& ev = reader_->events();
   comms_[0] = MPI_COMM_NULL;
-  for (size_t i = 0; i < ev.size(); ++i) {
+  for (size_t i = 0; i < ev.size() && exit_code_ == 0; ++i) {
     const Event& e = ev[i];
+    if (e.kind == EventKind::kGroup) {
+      if (nccl_ != nullptr) GpuGroup(e);
+      continue;
+    }
     if (e.kind == EventKind::kCommCreate && (e.comm_create.flags & (comm_flags::kWorld | comm_flags::kSelf))) {
       comms_[e.comm_create.comm] = (e.comm_create.flags & comm_flags::kWorld) ? MPI_COMM_WORLD : MPI_COMM_SELF;
       members_[e.comm_create.comm] = std::vector<int>(e.list.begin(), e.list.end());
@@ -571,6 +762,7 @@ int Driver::Run() {
       continue;
     }
     if (e.kind == EventKind::kCommFree) {
+      if (nccl_ != nullptr && IsNccl(e.comm_free.api)) GpuFree(e);
       auto it = comms_.find(e.comm_free.comm);
       if (it != comms_.end() && it->second != MPI_COMM_NULL && it->second != MPI_COMM_WORLD &&
           it->second != MPI_COMM_SELF) {
@@ -581,6 +773,10 @@ int Driver::Run() {
     }
     if (e.kind != EventKind::kOp) continue;
     const OpEvent& op = e.op;
+    if (nccl_ != nullptr && IsNcclOperation(op.kind) && IsNccl(op.api)) {
+      GpuOperation(e);
+      continue;
+    }
     const bool has_ret = ReturnOf(i) != nullptr;
     switch (op.kind) {
       case OpKind::kInit:
@@ -632,13 +828,43 @@ int Driver::Run() {
         break;
     }
   }
-  for (auto& [id, p] : requests_) MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  if (nccl_ != nullptr && exit_code_ == 0) {
+    // A group the recording left open (the rank died inside it) is closed, so its operations run.
+    while (nccl_->GroupDepth() > 0) {
+      Status st = nccl_->GroupEnd(false);
+      if (!st.ok()) GpuError(st.message());
+    }
+    GpuWait();
+  }
+  // After a stop, MPI requests may wait on ranks that stopped too.
+  if (exit_code_ == 0) {
+    for (auto& [id, p] : requests_) MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  }
+  if (nccl_ != nullptr) nccl_->Close();
+  PrintSummary();
+  return exit_code_;
+}
+
+void Driver::PrintSummary() const {
   std::string skipped;
   for (const auto& [what, n] : skipped_) skipped += "; not re-issued: " + std::to_string(n) + " x " + what;
+  if (!stopped_.empty()) skipped += "; stopped: " + stopped_;
   std::printf("replay-drive: rank %d: re-issued %d calls, %d returned an error%s\n", rank_, issued_, errors_,
               skipped.c_str());
   std::fflush(stdout);
-  return 0;
+}
+
+// This process's rank among those of its node, from the launcher, else from MPI.
+int LocalRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
 }
 
 int Main(int argc, char** argv) {
@@ -661,6 +887,10 @@ int Main(int argc, char** argv) {
       }
     } else if (a == "--payload" && i + 1 < argc) {
       opt.recorded_payloads = std::string(argv[++i]) == "recorded";
+    } else if (a == "--backend" && i + 1 < argc) {
+      opt.backend = argv[++i];
+    } else if (a == "--timeout" && i + 1 < argc) {
+      opt.timeout_s = std::atof(argv[++i]);
     } else {
       opt.dir = a;
     }
@@ -668,27 +898,43 @@ int Main(int argc, char** argv) {
   auto trace = TraceReader::Open(opt.dir);
   if (!trace.ok()) {
     std::fprintf(stderr, "replay-drive: %s\n", trace.status().message().c_str());
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
   }
   if (static_cast<int>((*trace)->ranks().size()) != size) {
     if (rank == 0) {
       std::fprintf(stderr, "replay-drive: the trace has %zu ranks; run with as many (mpirun -np %zu)\n",
                    (*trace)->ranks().size(), (*trace)->ranks().size());
     }
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
   }
   const RankEntry* entry = (*trace)->FindRank(rank);
   if (entry == nullptr) {
     std::fprintf(stderr, "replay-drive: rank %d is not in the trace\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
   }
   auto reader = RankReader::Open(entry->dir);
   if (!reader.ok()) {
     std::fprintf(stderr, "replay-drive: %s\n", reader.status().message().c_str());
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
   }
-  Driver d(opt, std::move(reader).value(), std::move(trace).value(), rank, size);
-  int rc = d.Run();
+  std::unique_ptr<NcclBackend> nccl;
+  if (opt.backend == "nccl") {
+    auto b = NcclBackend::Open(LocalRank());
+    if (!b.ok()) {
+      std::fprintf(stderr, "replay-drive: rank %d: --backend nccl: %s\n", rank, b.status().message().c_str());
+      MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
+    }
+    nccl = std::move(b).value();
+    std::printf("replay-drive: rank %d: %s\n", rank, nccl->Describe().c_str());
+  } else if (opt.backend != "host") {
+    if (rank == 0) std::fprintf(stderr, "replay-drive: --backend %s is not one of host, nccl\n", opt.backend.c_str());
+    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
+  }
+  int rc = 0;
+  {
+    Driver d(opt, std::move(reader).value(), std::move(trace).value(), rank, size, std::move(nccl));
+    rc = d.Run();
+  }
   MPI_Finalize();
   return rc;
 }
