@@ -9,9 +9,10 @@
 # Runs, each step bounded in time and each reported whether it passes or not:
 #   1. the `gpu`-labelled tests (tests/gpu/nccl_gpu_test.cpp);
 #   2. the CUDA + NCCL trainer (examples/nccl_train, one rank, one-rank
-#      communicators) recorded at level data, checked, re-run alone from its
-#      trace, and the re-run's parameters compared bit for bit; a NaN fault
-#      recorded and checked;
+#      communicators) recorded at level data (NCCL operations completed on
+#      the GPU, CUDA stream ordering through the driver hook), checked, re-run
+#      alone from its trace, and the re-run's parameters compared bit for bit;
+#      a NaN fault recorded and checked;
 #   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
 #      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
 #      compared with a run without the preload;
@@ -101,6 +102,8 @@ step "trainer: re-run parameters equal, bit for bit" 10 \
   "a=\$(grep 'final-params' '$work/train.out'); b=\$(grep 'final-params' '$work/rerun.out'); echo \"\$a\"; echo \"\$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
 step "trainer: completions seen on the GPU" 30 \
   "'$R' dump '$work/train' --rank 0 | awk '/ op nccl/ && /device/ {o++} / completion / && /nccl/ {c++} END {print o, \"device ops,\", c, \"completions\"; exit !(o > 0 && c >= o)}'"
+step "trainer: CUDA stream ordering recorded" 30 \
+  "'$R' dump '$work/train' --rank 0 | awk '/ cuda stream_create/ {s++} / cuda kernels/ {k++} / cuda / {c++} END {print c, \"cuda events,\", s, \"streams created,\", k, \"kernel counts\"; exit !(s > 0 && k > 0)}'"
 step "trainer: bundle" 30 "'$R' bundle '$work/train' -o '$out/train.bundle'"
 step "trainer nan: record" 120 \
   "cd '$work' && '$R' record -o '$work/nan' -- '$train' --steps 6 --ckpt-every 0 --fault nan:rank=0,step=3"
