@@ -19,12 +19,16 @@ extern "C" int replay_test_second_id();
 
 namespace {
 
+// The object `p` lies in, by file name without its version: the same library
+// may be loaded by different names (a sanitizer runtime preloaded by path).
 std::string FileOf(void* p) {
   Dl_info info{};
   if (p == nullptr) return "null";
   if (dladdr(p, &info) == 0 || info.dli_fname == nullptr) return "?";
   const char* slash = std::strrchr(info.dli_fname, '/');
-  return slash != nullptr ? slash + 1 : info.dli_fname;
+  std::string name = slash != nullptr ? slash + 1 : info.dli_fname;
+  size_t so = name.find(".so");
+  return so != std::string::npos ? name.substr(0, so + 3) : name;
 }
 
 // A dlerror() message, with the objects it names by path named by file: the
