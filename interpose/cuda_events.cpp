@@ -43,6 +43,9 @@ struct Driver {
   CUresult (*stream_synchronize)(void*) = nullptr;
   CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
   CUresult (*mem_free_host)(void*) = nullptr;
+  // Graph capture (optional: drivers before CUDA 10 have neither).
+  CUresult (*stream_is_capturing)(void*, int*) = nullptr;
+  CUresult (*exchange_capture_mode)(int*) = nullptr;
 };
 
 Driver Load() {
@@ -65,6 +68,9 @@ Driver Load() {
   x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
   x.mem_alloc_host = reinterpret_cast<decltype(x.mem_alloc_host)>(sym("cuMemAllocHost_v2"));
   x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
+  x.stream_is_capturing = reinterpret_cast<decltype(x.stream_is_capturing)>(sym("cuStreamIsCapturing"));
+  x.exchange_capture_mode =
+      reinterpret_cast<decltype(x.exchange_capture_mode)>(sym("cuThreadExchangeStreamCaptureMode"));
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
          x.ctx_set_current && x.ctx_get_current;
   return x;
@@ -89,6 +95,28 @@ const Driver& D() {
   }
   return loaded.load(std::memory_order_acquire) ? d : none;
 }
+
+// While the application captures a graph in the global mode, the driver
+// refuses "unsafe" calls (page-locked allocations among them) from every
+// thread that has not relaxed its own mode, and invalidates the capture. The
+// recorder's own driver calls run in the relaxed mode.
+constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const Driver& d) : d_(d) {
+    if (d_.exchange_capture_mode != nullptr) ok_ = d_.exchange_capture_mode(&mode_) == kSuccess;
+  }
+  ~RelaxedCapture() {
+    if (ok_) d_.exchange_capture_mode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  const Driver& d_;
+  int mode_ = kCaptureModeRelaxed;
+  bool ok_ = false;
+};
 
 struct Watch {
   void* event;
@@ -121,6 +149,7 @@ class Poller {
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
     pthread_setname_np(pthread_self(), "replay-cuda");
     const Driver& d = D();
+    RelaxedCapture relaxed(d);  // for the thread's life
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return !pending_.empty(); });
@@ -187,9 +216,18 @@ bool IsDevicePointer(const void* ptr) {
   return type == kMemoryTypeDevice;
 }
 
+bool IsCapturing(void* stream) {
+  const Driver& d = D();
+  if (!d.ok || d.stream_is_capturing == nullptr) return false;
+  int status = 0;
+  // An error (a stream of another context, a destroyed one) is no capture we can see.
+  return d.stream_is_capturing(stream, &status) == kSuccess && status != 0;
+}
+
 bool WatchStream(void* stream, std::function<void()> done) {
   const Driver& d = D();
-  if (!d.ok) return false;
+  if (!d.ok || IsCapturing(stream)) return false;
+  RelaxedCapture relaxed(d);
   void* ctx = nullptr;
   if (d.stream_get_ctx == nullptr || stream == nullptr || d.stream_get_ctx(stream, &ctx) != kSuccess) {
     d.ctx_get_current(&ctx);
@@ -207,9 +245,10 @@ bool WatchStream(void* stream, std::function<void()> done) {
 void* StageFromDevice(const void* device, size_t bytes, void* stream) {
   const Driver& d = D();
   if (!d.ok || d.memcpy_dtoh_async == nullptr || d.mem_alloc_host == nullptr || d.mem_free_host == nullptr ||
-      device == nullptr || bytes == 0) {
+      device == nullptr || bytes == 0 || IsCapturing(stream)) {
     return nullptr;
   }
+  RelaxedCapture relaxed(d);
   void* host = nullptr;
   if (d.mem_alloc_host(&host, bytes) != kSuccess || host == nullptr) return nullptr;
   if (d.memcpy_dtoh_async(host, reinterpret_cast<uint64_t>(device), bytes, stream) != kSuccess) {
@@ -221,7 +260,9 @@ void* StageFromDevice(const void* device, size_t bytes, void* stream) {
 
 void FreeStaging(void* staging) {
   const Driver& d = D();
-  if (staging != nullptr && d.mem_free_host != nullptr) d.mem_free_host(staging);
+  if (staging == nullptr || d.mem_free_host == nullptr) return;
+  RelaxedCapture relaxed(d);
+  d.mem_free_host(staging);
 }
 
 bool SyncStream(void* stream) {

@@ -31,6 +31,12 @@ int CurrentDevice();
 // pointers and without a driver).
 bool IsDevicePointer(const void* ptr);
 
+// Whether `stream` is capturing a CUDA graph: work "enqueued" on it then runs
+// at each launch of the graph, and anything the recorder enqueued there would
+// become part of the application's graph. WatchStream and StageFromDevice
+// refuse such a stream.
+bool IsCapturing(void* stream);
+
 // Calls `done` (from the poller thread) once the work enqueued on `stream` so
 // far has completed. False when that cannot be watched (no driver, not a
 // stream, an error); the caller then decides completion itself.

@@ -41,6 +41,7 @@ struct Pending {
   void* send_stage;
   size_t send_bytes;
   DataType send_dtype;
+  bool captured;  // into a CUDA graph: it runs at each launch of the graph, not now
 };
 
 // Whether device data of `bytes` bytes is copied to the host to be
@@ -83,6 +84,9 @@ int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
 // Completion of an enqueued operation: on the GPU, when the stream reaches it;
 // for host memory (the host NCCL), now.
 void Complete(Recorder* rec, const Pending& p) {
+  // A captured operation has nothing to complete now, and nothing may be
+  // enqueued after it: it would become part of the application's graph.
+  if (p.captured) return;
   // The received bytes of a device operation, copied after it on its stream.
   void* recv_stage = nullptr;
   if (p.device && p.recv != nullptr && StageDeviceData(rec, p.bytes)) {
@@ -304,6 +308,8 @@ void Call::DoEnter() {
       const void* probe = sendbuff != nullptr ? sendbuff : recvbuff;
       device_ = cuda::IsDevicePointer(probe);
       if (device_) op_.flags |= op_flags::kDevice;
+      captured_ = device_ && cuda::IsCapturing(stream);
+      if (captured_) op_.flags |= op_flags::kGraphCaptured;
       if (shape_ == Shape::kColl) {
         if (cs_ != nullptr) op_.seq = cs_->NextCollective();
         op_.root = root;
@@ -415,7 +421,7 @@ void Call::Enqueued() {
   const bool recv = kind_ == OpKind::kRecv;
   Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
             recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,
-            TypeOf(datatype)};
+            TypeOf(datatype), captured_};
   send_stage_ = nullptr;
   if (t_group_depth > 0) {
     t_group_ops.push_back(p);

@@ -96,6 +96,7 @@ class Call {
   CommState* cs_ = nullptr;
   OpEvent op_{};
   bool device_ = false;
+  bool captured_ = false;  // enqueued on a stream capturing a CUDA graph
   uint64_t parent_seq_ = 0;
   ncclComm_t saved_comm_ = nullptr;
   void* send_stage_ = nullptr;  // device send data copied for its fingerprint

@@ -399,6 +399,43 @@ std::string DeviceProgram(int ranks, const std::string& args) {
   return Mpirun(ranks) + " " + testing::BuildPath("tests/nccl_host/nccl_device_program") + " " + args;
 }
 
+TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing is added to the graph",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  const std::string args = "--steps 1 --capture";
+  RunResult plain = Run(DeviceProgram(2, args));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(Grep(plain.output, "captured nodes 0").size() == 2);
+  for (const char* level : {"meta", "hash", "data"}) {
+    INFO("level " << level);
+    RunResult rec = Run(Replay() + " record --level " + level + " -o " + (tmp / level) + " -- " + DeviceProgram(2, args));
+    INFO(rec.output);
+    REQUIRE(rec.exit_code == 0);
+    // Neither a completion event nor a staging copy went into the graph.
+    CHECK(Grep(rec.output, "captured nodes 0").size() == 2);
+    CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+    for (auto& [rank, r] : ReadTrace(tmp / level)) {
+      INFO("rank " << rank);
+      std::map<uint64_t, bool> captured;  // request -> captured
+      int completions_of_captured = 0;
+      for (const Event& e : r.events()) {
+        if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kDevice) != 0 && e.op.request != 0) {
+          captured[e.op.request] = (e.op.flags & op_flags::kGraphCaptured) != 0;
+        } else if (e.kind == EventKind::kCompletion && captured.count(e.completion.request) != 0 &&
+                   captured[e.completion.request]) {
+          ++completions_of_captured;
+        }
+      }
+      int n = 0;
+      for (auto& [request, c] : captured) n += c ? 1 : 0;
+      CHECK(n == 1);  // the one allreduce made while capturing
+      CHECK(captured.size() == 4);
+      CHECK(completions_of_captured == 0);
+    }
+  }
+}
+
 TEST_CASE("device buffers: completions come from CUDA events, data from copies made on the stream", "[e2e][nccl]") {
   TempDir tmp;
   RunResult plain = Run(DeviceProgram(2, "--steps 3"));

@@ -55,10 +55,12 @@ struct Stream {
   int pending = 0;
   bool capturing = false;
   int captured = 0;  // kernels launched while capturing
+  int nodes = 0;     // copies and event records enqueued while capturing
 };
 
 struct Graph {
   int kernels = 0;
+  int nodes = 0;  // what else was captured (cuda_host_graph_nodes)
 };
 
 struct GraphExec {
@@ -105,6 +107,7 @@ bool Enqueue(void* handle, bool per_thread) {
   Stream* s = StreamOf(handle, per_thread);
   if (s == nullptr) return false;
   s->pending = kPendingQueries;
+  if (s->capturing) ++s->nodes;
   return true;
 }
 
@@ -352,7 +355,9 @@ namespace {
 CUresult Impl_cuEventRecordWithFlags(bool per_thread, void* event, void* stream, unsigned) {
   if (event == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (StreamOf(stream, per_thread) == nullptr) return kInvalidHandle;
+  Stream* s = StreamOf(stream, per_thread);
+  if (s == nullptr) return kInvalidHandle;
+  if (s->capturing) ++s->nodes;
   static_cast<Event*>(event)->pending = kPendingQueries;
   return kSuccess;
 }
@@ -457,6 +462,7 @@ CUresult Impl_cuStreamBeginCapture_v2(bool per_thread, void* stream, int mode) {
   if (s == nullptr || s == &g_legacy_stream || s->capturing) return kInvalidValue;
   s->capturing = true;
   s->captured = 0;
+  s->nodes = 0;
   return kSuccess;
 }
 
@@ -470,7 +476,16 @@ CUresult Impl_cuStreamEndCapture(bool per_thread, void* stream, void** graph) {
   Stream* s = StreamOf(stream, per_thread);
   if (s == nullptr || !s->capturing) return kCaptureInvalidated;
   s->capturing = false;
-  *graph = new Graph{s->captured};
+  *graph = new Graph{s->captured, s->nodes};
+  return kSuccess;
+}
+
+CUresult Impl_cuStreamIsCapturing(bool per_thread, void* stream, int* status) {
+  if (status == nullptr) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mu);
+  Stream* s = StreamOf(stream, per_thread);
+  if (s == nullptr) return kInvalidHandle;
+  *status = s->capturing ? 1 : 0;  // CU_STREAM_CAPTURE_STATUS_ACTIVE / _NONE
   return kSuccess;
 }
 
@@ -492,6 +507,21 @@ CUresult Impl_cuGraphInstantiateWithParams(bool, void** exec, void* graph, void*
 CUDA_HOST_STREAM_API(cuStreamBeginCapture, _ptsz, (void* stream), (stream))
 CUDA_HOST_STREAM_API(cuStreamBeginCapture_v2, _ptsz, (void* stream, int mode), (stream, mode))
 CUDA_HOST_STREAM_API(cuStreamEndCapture, _ptsz, (void* stream, void** graph), (stream, graph))
+CUDA_HOST_STREAM_API(cuStreamIsCapturing, _ptsz, (void* stream, int* status), (stream, status))
+
+// Per-thread capture interaction mode (CU_STREAM_CAPTURE_MODE_*; 0 global).
+CUDA_HOST_API CUresult cuThreadExchangeStreamCaptureMode(int* mode) {
+  thread_local int current = 0;
+  if (mode == nullptr || *mode < 0 || *mode > 2) return kInvalidValue;
+  int old = current;
+  current = *mode;
+  *mode = old;
+  return kSuccess;
+}
+
+// The stand-in's own: copies and event records a graph captured besides its
+// kernels, for tests that check what the preload adds to a capture (nothing).
+CUDA_HOST_API int cuda_host_graph_nodes(void* graph) { return graph != nullptr ? static_cast<Graph*>(graph)->nodes : -1; }
 CUDA_HOST_STREAM_API(cuGraphLaunch, _ptsz, (void* exec, void* stream), (exec, stream))
 CUDA_HOST_STREAM_API(cuGraphInstantiateWithParams, _ptsz, (void** exec, void* graph, void* params),
                      (exec, graph, params))

@@ -12,8 +12,11 @@
 // Options: --steps N (default 4), --count N elements (default 1024),
 // --unseeded (the values come from getrandom), --nan RANK:STEP (that rank
 // sends a NaN at that step), --collectives (each step also runs every other
-// collective once, on device buffers of exactly the size each needs). Run
-// under mpirun.
+// collective once, on device buffers of exactly the size each needs),
+// --capture (after the steps, an allreduce on a stream capturing a CUDA graph
+// in the global mode; prints what else the graph captured: "rank R captured
+// nodes N", 0 unless something enqueued work of its own there). Run under
+// mpirun.
 #include <mpi.h>
 #include <nccl.h>
 #include <sys/random.h>
@@ -32,6 +35,11 @@ int cuMemFree_v2(uint64_t dptr);
 int cuMemcpyHtoD_v2(uint64_t dst, const void* src, size_t bytes);
 int cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t bytes);
 int cuStreamSynchronize(void* stream);
+int cuStreamCreate(void** stream, unsigned flags);
+int cuStreamDestroy_v2(void* stream);
+int cuStreamBeginCapture_v2(void* stream, int mode);
+int cuStreamEndCapture(void* stream, void** graph);
+int cuda_host_graph_nodes(void* graph);
 }
 
 namespace {
@@ -61,6 +69,7 @@ int main(int argc, char** argv) {
   bool unseeded = false;
   int nan_rank = -1, nan_step = -1;
   bool collectives = false;
+  bool capture = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -73,6 +82,8 @@ int main(int argc, char** argv) {
       if (std::sscanf(argv[++i], "%d:%d", &nan_rank, &nan_step) != 2) nan_rank = -1;
     } else if (a == "--collectives") {
       collectives = true;
+    } else if (a == "--capture") {
+      capture = true;
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -139,6 +150,19 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(Fnv(out.data(), bytes)),
                 static_cast<unsigned long long>(Fnv(back.data(), bytes)));
     std::fflush(stdout);
+  }
+  if (capture) {
+    void* stream = nullptr;
+    Check(cuStreamCreate(&stream, 1) == 0, rank, "cuStreamCreate");
+    Check(cuStreamBeginCapture_v2(stream, 0) == 0, rank, "cuStreamBeginCapture");
+    Check(ncclAllReduce(send, sum, count, ncclFloat32, ncclSum, comm, static_cast<cudaStream_t>(stream)) ==
+              ncclSuccess,
+          rank, "ncclAllReduce (captured)");
+    void* graph = nullptr;
+    Check(cuStreamEndCapture(stream, &graph) == 0, rank, "cuStreamEndCapture");
+    std::printf("rank %d captured nodes %d\n", rank, cuda_host_graph_nodes(graph));
+    std::fflush(stdout);
+    cuStreamDestroy_v2(stream);
   }
   cuMemFree_v2(d_send);
   cuMemFree_v2(d_sum);
