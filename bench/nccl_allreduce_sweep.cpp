@@ -46,23 +46,27 @@ struct Args {
 
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (s != name || i + 1 >= argc) return nullptr;
-      return argv[++i];
-    };
-    if (const char* v = value("--min")) {
-      a->min = std::strtoull(v, nullptr, 10);
-    } else if (const char* v2 = value("--max")) {
-      a->max = std::strtoull(v2, nullptr, 10);
-    } else if (const char* v3 = value("--factor")) {
-      a->factor = std::strtoull(v3, nullptr, 10);
-    } else if (const char* v4 = value("--iters")) {
-      a->iters = std::atoi(v4);
-    } else if (const char* v5 = value("--devices")) {
-      a->devices = std::atoi(v5);
-    } else if (s == "--sync-each") {
+    const std::string s = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (s == "--sync-each") {
       a->sync_each = true;
+      continue;
+    }
+    if (v == nullptr) {
+      std::fprintf(stderr, "nccl_allreduce_sweep: %s needs a value\n", s.c_str());
+      return false;
+    }
+    ++i;
+    if (s == "--min") {
+      a->min = std::strtoull(v, nullptr, 10);
+    } else if (s == "--max") {
+      a->max = std::strtoull(v, nullptr, 10);
+    } else if (s == "--factor") {
+      a->factor = std::strtoull(v, nullptr, 10);
+    } else if (s == "--iters") {
+      a->iters = std::atoi(v);
+    } else if (s == "--devices") {
+      a->devices = std::atoi(v);
     } else {
       std::fprintf(stderr, "nccl_allreduce_sweep: unknown argument %s (see the header of bench/nccl_allreduce_sweep.cpp)\n",
                    s.c_str());

@@ -122,8 +122,6 @@ step "ddp: check" 60 "'$R' check '$work/ddp'"
 unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 
 # 4. The allreduce sweep, alternated.
-elapsed=$(($(date +%s) - started))
-budget=$((420 - elapsed))
 sweep_args="--min 8 --max 268435456 --factor 4 --iters 40"
 : >"$out/sweep.txt"
 for r in $(seq 1 "$rounds"); do

@@ -36,19 +36,17 @@ place "$build/examples/nccl_train/nccl_train" "$out/examples/nccl_train/nccl_tra
 place "$build/bench/nccl_allreduce_sweep" "$out/bench/nccl_allreduce_sweep"
 place "$build/tests/gpu_nccl_gpu_test" "$out/tests/gpu_nccl_gpu_test"
 
-# Open MPI, relocated: its libmca_common_* and the components a singleton on
-# one host uses. Components that need network stacks the GPU machine may lack
+# Open MPI, relocated: the components a singleton on one host uses (the
+# libraries they load are copied with everyone's below). Components that need network stacks the GPU machine may lack
 # (UCX, libfabric, verbs, PSM) stay behind; device_check.sh turns them off.
-ompi_lib=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libmpi.so.40 /{print $NF; exit}')")")
 ompi_root=$(dirname "$(find /usr/lib -path '*openmpi/lib/openmpi3' -type d | head -1)")
 [ -d "$ompi_root/openmpi3" ] || { echo "prepare_device.sh: Open MPI's component directory not found" >&2; exit 1; }
 mkdir -p "$out/openmpi/lib/openmpi3"
 for c in "$ompi_root"/openmpi3/mca_*.so; do
-  if ldd "$c" | grep -qE 'libucp|libucs|libuct|libfabric|libibverbs|librdmacm|libpsm|libpmi\.so|libnl-'; then continue; fi
+  deps=$(ldd "$c" 2>/dev/null)  # whole, before grep -q: under pipefail a pipe cut short would say "no match"
+  if grep -qE 'libucp|libucs|libuct|libfabric|libibverbs|librdmacm|libpsm|libpmi\.so|libnl-' <<<"$deps"; then continue; fi
   cp "$c" "$out/openmpi/lib/openmpi3/"
 done
-cp "$ompi_root"/libmca_common_sm.so* "$ompi_root"/libmca_common_monitoring.so* "$ompi_root"/libmca_common_ompio.so* \
-  "$out/openmpi/lib/" 2>/dev/null || true
 cp -r /usr/share/openmpi/. "$out/openmpi/share/"
 rm -f "$out/openmpi/share/"*.pc
 
@@ -56,13 +54,11 @@ rm -f "$out/openmpi/share/"*.pc
 # every Linux and every CUDA machine has.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libnccl\.so|libcudart|libz\.so)'
 elves=("$out/replay" "$out/replay-drive" "$out/libreplay_interpose.so" "$out/examples/nccl_train/nccl_train"
-       "$out/bench/nccl_allreduce_sweep" "$out/tests/gpu_nccl_gpu_test" "$out"/openmpi/lib/openmpi3/*.so
-       "$out"/openmpi/lib/*.so*)
+       "$out/bench/nccl_allreduce_sweep" "$out/tests/gpu_nccl_gpu_test" "$out"/openmpi/lib/openmpi3/*.so)
 for e in "${elves[@]}"; do
-  LD_LIBRARY_PATH="$ompi_root" ldd "$e" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+  ldd "$e" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
-  case "$path" in "$ompi_root"/*) continue ;; esac
   [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
 done
 
