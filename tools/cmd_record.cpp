@@ -18,6 +18,7 @@
 #include "command.h"
 #include "launch.h"
 #include "replay/event_format.h"
+#include "replay/settings.h"
 #include "replay/trace_header.h"
 #include "replay/trace_reader.h"
 #include "replay/version.h"
@@ -176,12 +177,11 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
   setenv("REPLAY_LEVEL", level.c_str(), 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(uuid).c_str(), 1);
   setenv("REPLAY_COMMAND", joined.c_str(), 1);
-  // Open MPI forwards these to ranks on other hosts.
-  std::string forward = "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID;REPLAY_COMMAND";
-  for (const char* extra : {"REPLAY_FLUSH_MS", "REPLAY_RING_KB", "REPLAY_HASH_LIMIT_KB", "REPLAY_NAN_SCAN",
-                            "REPLAY_ENV_PREFIXES", "REPLAY_ZSTD_LEVEL", "REPLAY_DATA_WINDOW", "REPLAY_BLOCK_EVENTS",
-                            "REPLAY_FULL_WAIT_MS", "REPLAY_DISABLE", "REPLAY_CUDA_KERNELS"}) {
-    if (std::getenv(extra) != nullptr) forward += std::string(";") + extra;
+  // Open MPI forwards these to ranks on other hosts: the preload, and every
+  // setting that is set (the ones above always are).
+  std::string forward = "LD_PRELOAD;REPLAY_COMMAND";
+  for (const SettingInfo& setting : AllSettings()) {
+    if (std::getenv(setting.name) != nullptr) forward += std::string(";") + setting.name;
   }
   PrependEnv("OMPI_MCA_mca_base_env_list", forward, ';');
 
