@@ -13,6 +13,9 @@
 #        BUILD=build (default) names the build directory; SMALL_CALLS (100000),
 #        LARGE_CALLS (1000) and TRAIN_STEPS (200) size the workloads. With more
 #        ranks than cores each call waits for the scheduler: size them down.
+#        SUITE=nccl times ncclAllReduce loops on the host NCCL stand-in
+#        (bench/nccl_allreduce_loop, host memory) instead: 8 bytes and
+#        LARGE_BYTES (default 64 MiB), no trainer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
@@ -35,6 +38,14 @@ workloads=(
   "allreduce-1MiB|$loop 1048576 $large|$large|self"
   "trainer|$train --steps $steps --params 4096 --ckpt-every 0|0|wall"
 )
+if [[ "${SUITE:-mpi}" == nccl ]]; then
+  loop=$build/bench/nccl_allreduce_loop
+  large_bytes=${LARGE_BYTES:-67108864}
+  workloads=(
+    "nccl-8B|$loop 8 $small|$small|self"
+    "nccl-${large_bytes}B|$loop $large_bytes $large|$large|self"
+  )
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 

@@ -8,9 +8,11 @@
 // (tests/gpu/device_check.sh does).
 //
 // Usage: nccl_allreduce_sweep [--min BYTES] [--max BYTES] [--factor F] [--iters N]
-//                             [--devices N] [--sync-each]
+//                             [--devices N] [--sync-each] [--poison]
 //   --sync-each  synchronise the stream after every allreduce (latency, not
 //                throughput: what a training step that waits for its gradients sees)
+//   --poison     element 3 of the input is a NaN and element 5 an infinity, so
+//                that fingerprints count some
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,6 +45,7 @@ struct Args {
   int iters = 50;
   int devices = 1;
   bool sync_each = false;
+  bool poison = false;
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -50,6 +54,10 @@ bool Parse(int argc, char** argv, Args* a) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (s == "--sync-each") {
       a->sync_each = true;
+      continue;
+    }
+    if (s == "--poison") {
+      a->poison = true;
       continue;
     }
     if (v == nullptr) {
@@ -101,6 +109,10 @@ int main(int argc, char** argv) {
     Cuda(cudaMalloc(&recv[static_cast<size_t>(d)], a.max), "cudaMalloc");
     std::vector<float> host(a.max / sizeof(float));
     for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 7 + static_cast<size_t>(d)) % 101) * 0.01f;
+    if (a.poison && host.size() > 5) {
+      host[3] = std::numeric_limits<float>::quiet_NaN();
+      host[5] = std::numeric_limits<float>::infinity();
+    }
     Cuda(cudaMemcpy(send[static_cast<size_t>(d)], host.data(), a.max, cudaMemcpyHostToDevice), "cudaMemcpy");
   }
 

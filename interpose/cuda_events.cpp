@@ -10,8 +10,15 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dlsym_hook.h"
+#include "record/fingerprint_device.h"
+
+// The fingerprint kernel's fat binary (fingerprint_image.S); empty in a
+// preload built without nvcc.
+extern "C" const unsigned char replay_fingerprint_image[];
+extern "C" const unsigned char replay_fingerprint_image_end[];
 
 namespace replay::interpose::cuda {
 namespace {
@@ -46,6 +53,13 @@ struct Driver {
   // Graph capture (optional: drivers before CUDA 10 have neither).
   CUresult (*stream_is_capturing)(void*, int*) = nullptr;
   CUresult (*exchange_capture_mode)(int*) = nullptr;
+  // The fingerprint kernel (optional).
+  CUresult (*module_load_data)(void**, const void*) = nullptr;
+  CUresult (*module_get_function)(void**, void*, const char*) = nullptr;
+  CUresult (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                            void**, void**) = nullptr;
+  CUresult (*mem_host_alloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*mem_host_get_device_pointer)(uint64_t*, void*, unsigned) = nullptr;
 };
 
 Driver Load() {
@@ -71,6 +85,12 @@ Driver Load() {
   x.stream_is_capturing = reinterpret_cast<decltype(x.stream_is_capturing)>(sym("cuStreamIsCapturing"));
   x.exchange_capture_mode =
       reinterpret_cast<decltype(x.exchange_capture_mode)>(sym("cuThreadExchangeStreamCaptureMode"));
+  x.module_load_data = reinterpret_cast<decltype(x.module_load_data)>(sym("cuModuleLoadData"));
+  x.module_get_function = reinterpret_cast<decltype(x.module_get_function)>(sym("cuModuleGetFunction"));
+  x.launch_kernel = reinterpret_cast<decltype(x.launch_kernel)>(sym("cuLaunchKernel"));
+  x.mem_host_alloc = reinterpret_cast<decltype(x.mem_host_alloc)>(sym("cuMemHostAlloc"));
+  x.mem_host_get_device_pointer =
+      reinterpret_cast<decltype(x.mem_host_get_device_pointer)>(sym("cuMemHostGetDevicePointer_v2"));
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
          x.ctx_set_current && x.ctx_get_current;
   return x;
@@ -185,7 +205,90 @@ Poller& ThePoller() {
   return *p;
 }
 
+namespace fp = device_fingerprint;
+
+constexpr unsigned kHostAllocPortable = 1;   // CU_MEMHOSTALLOC_PORTABLE
+constexpr unsigned kHostAllocDeviceMap = 2;  // CU_MEMHOSTALLOC_DEVICEMAP
+
+// The kernel, loaded once per context, and the page-locked, device-mapped
+// memory its results are written to, handed out slot by slot.
+class Kernels {
+ public:
+  struct Slot {
+    fp::Result* host = nullptr;
+    uint64_t device = 0;
+  };
+
+  // The kernel in context `ctx` (current), loading it on first use; null if
+  // it cannot be loaded there (then never tried again in that context).
+  void* Function(const Driver& d, void* ctx) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [c, f] : functions_) {
+      if (c == ctx) return f;
+    }
+    void* f = nullptr;
+    void* module = nullptr;
+    if (d.module_load_data(&module, replay_fingerprint_image) != kSuccess ||
+        d.module_get_function(&f, module, "replay_fingerprint") != kSuccess) {
+      f = nullptr;
+    }
+    functions_.emplace_back(ctx, f);
+    return f;
+  }
+
+  bool Take(const Driver& d, Slot* slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty() && !Grow(d)) return false;
+    *slot = free_.back();
+    free_.pop_back();
+    return true;
+  }
+
+  void Give(const Slot& slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(slot);
+  }
+
+ private:
+  static constexpr size_t kSlotsPerSlab = 32;
+
+  bool Grow(const Driver& d) {
+    void* slab = nullptr;
+    const size_t bytes = sizeof(fp::Result) * kSlotsPerSlab;
+    if (d.mem_host_alloc(&slab, bytes, kHostAllocPortable | kHostAllocDeviceMap) != kSuccess || slab == nullptr) {
+      return false;
+    }
+    uint64_t device = 0;
+    if (d.mem_host_get_device_pointer(&device, slab, 0) != kSuccess) {
+      d.mem_free_host(slab);
+      return false;
+    }
+    for (size_t i = 0; i < kSlotsPerSlab; ++i) {
+      free_.push_back(Slot{static_cast<fp::Result*>(slab) + i, device + i * sizeof(fp::Result)});
+    }
+    return true;
+  }
+
+  std::mutex mu_;
+  std::vector<std::pair<void*, void*>> functions_;
+  std::vector<Slot> free_;
+};
+
+Kernels& TheKernels() {
+  static auto* k = new Kernels();
+  return *k;
+}
+
+bool HaveImage() {
+  return reinterpret_cast<uintptr_t>(replay_fingerprint_image_end) > reinterpret_cast<uintptr_t>(replay_fingerprint_image);
+}
+
 }  // namespace
+
+struct DeviceFingerprint {
+  fp::Job job;
+  Kernels::Slot slot;
+};
 
 bool DriverLoaded() { return D().ok; }
 
@@ -264,6 +367,46 @@ void FreeStaging(void* staging) {
   RelaxedCapture relaxed(d);
   d.mem_free_host(staging);
 }
+
+DeviceFingerprint* FingerprintOnDevice(const void* data, size_t bytes, DataType type,
+                                       const FingerprintPolicy& policy, void* stream) {
+  if (!policy.device_kernel || data == nullptr || bytes == 0 || !HaveImage()) return nullptr;
+  const Driver& d = D();
+  if (!d.ok || d.module_load_data == nullptr || d.module_get_function == nullptr || d.launch_kernel == nullptr ||
+      d.mem_host_alloc == nullptr || d.mem_host_get_device_pointer == nullptr || d.mem_free_host == nullptr ||
+      IsCapturing(stream)) {
+    return nullptr;
+  }
+  RelaxedCapture relaxed(d);
+  void* ctx = nullptr;
+  if (d.ctx_get_current(&ctx) != kSuccess || ctx == nullptr) return nullptr;
+  void* stream_ctx = nullptr;
+  if (d.stream_get_ctx != nullptr && d.stream_get_ctx(stream, &stream_ctx) == kSuccess && stream_ctx != ctx) {
+    return nullptr;
+  }
+  Kernels& kernels = TheKernels();
+  void* function = kernels.Function(d, ctx);
+  Kernels::Slot slot;
+  if (function == nullptr || !kernels.Take(d, &slot)) return nullptr;
+  auto* f = new DeviceFingerprint{fp::MakeJob(reinterpret_cast<uint64_t>(data), bytes, type, policy, slot.device),
+                                  slot};
+  void* params[] = {&f->job};
+  if (d.launch_kernel(function, f->job.blocks, 1, 1, fp::kThreads, 1, 1, 0, stream, params, nullptr) != kSuccess) {
+    kernels.Give(slot);
+    delete f;
+    return nullptr;
+  }
+  return f;
+}
+
+Fingerprint TakeFingerprint(DeviceFingerprint* f) {
+  Fingerprint result = fp::Read(f->job, *f->slot.host);
+  TheKernels().Give(f->slot);
+  delete f;
+  return result;
+}
+
+void AbandonFingerprint(DeviceFingerprint* f) { delete f; }
 
 bool SyncStream(void* stream) {
   const Driver& d = D();

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "record/fingerprint.h"
+
 namespace replay::interpose::cuda {
 
 // Whether the CUDA driver is loaded in this process.
@@ -48,6 +50,24 @@ bool WatchStream(void* stream, std::function<void()> done);
 // the driver cannot do it. Release with FreeStaging after completion.
 void* StageFromDevice(const void* device, size_t bytes, void* stream);
 void FreeStaging(void* staging);
+
+// A fingerprint being computed by a kernel on a stream.
+struct DeviceFingerprint;
+
+// Enqueues on `stream` a kernel that fingerprints `bytes` bytes of device
+// memory at `data` exactly as FingerprintBuffer(type, policy) would on the
+// host, and returns it without waiting: its result is valid once the work
+// enqueued so far on `stream` completed (WatchStream). Null when no kernel can
+// do it (policy.device_kernel off, a preload built without one, no image for
+// this GPU, a capturing stream, a stream of another context): the caller then
+// stages the bytes instead.
+DeviceFingerprint* FingerprintOnDevice(const void* data, size_t bytes, DataType type,
+                                       const FingerprintPolicy& policy, void* stream);
+// The result, once the kernel ran; releases `f`.
+Fingerprint TakeFingerprint(DeviceFingerprint* f);
+// Releases `f` without reading it, when it is unknown whether its kernel ran:
+// its result memory is never reused.
+void AbandonFingerprint(DeviceFingerprint* f);
 
 // Copies `bytes` host bytes at `host` to device memory at `device` on
 // `stream` and waits for the stream (re-runs only: they may wait). False

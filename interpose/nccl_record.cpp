@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct Pending {
   void* send_stage;
   size_t send_bytes;
   DataType send_dtype;
+  cuda::DeviceFingerprint* send_fp;  // or fingerprinted by a kernel on the stream, before it
   bool captured;  // into a CUDA graph: it runs at each launch of the graph, not now
 };
 
@@ -87,12 +89,20 @@ void Complete(Recorder* rec, const Pending& p) {
   // A captured operation has nothing to complete now, and nothing may be
   // enqueued after it: it would become part of the application's graph.
   if (p.captured) return;
-  // The received bytes of a device operation, copied after it on its stream.
+  // The received bytes of a device operation, fingerprinted by a kernel after
+  // it on its stream, or copied there (level data needs the bytes).
   void* recv_stage = nullptr;
-  if (p.device && p.recv != nullptr && StageDeviceData(rec, p.bytes)) {
+  cuda::DeviceFingerprint* recv_fp = nullptr;
+  if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() == Level::kHash) {
+    recv_fp = cuda::FingerprintOnDevice(p.recv, p.bytes, p.dtype, rec->fingerprints(), p.stream);
+  }
+  if (p.device && p.recv != nullptr && recv_fp == nullptr && StageDeviceData(rec, p.bytes)) {
     recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
   }
-  auto finish = [rec, p, recv_stage] {
+  auto finish = [rec, p, recv_stage, recv_fp] {
+    std::optional<Fingerprint> sent, received_fp;
+    if (p.send_fp != nullptr) sent = cuda::TakeFingerprint(p.send_fp);
+    if (recv_fp != nullptr) received_fp = cuda::TakeFingerprint(recv_fp);
     struct Release {
       void* a;
       void* b;
@@ -112,15 +122,21 @@ void Complete(Recorder* rec, const Pending& p) {
     c.tag = 0;
     c.recv_count = p.received;
     c.flags = p.device ? op_flags::kDevice : 0;
-    if (p.send_stage != nullptr) {
-      Fingerprint f = FingerprintBuffer(p.send_stage, p.send_bytes, p.send_dtype, rec->fingerprints());
+    if (p.send_stage != nullptr) sent = FingerprintBuffer(p.send_stage, p.send_bytes, p.send_dtype, rec->fingerprints());
+    if (sent) {
+      const Fingerprint& f = *sent;
       c.send_hash = f.hash;
       c.send_nan = f.nan;
       c.send_inf = f.inf;
       c.flags |= op_flags::kHasSendHash;
     }
     const void* received = p.device ? recv_stage : p.recv;
-    if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
+    if (received_fp) {
+      c.recv_hash = received_fp->hash;
+      c.recv_nan = received_fp->nan;
+      c.recv_inf = received_fp->inf;
+      c.flags |= op_flags::kHasRecvHash;
+    } else if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
       Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, rec->fingerprints());
       c.recv_hash = f.hash;
       c.recv_nan = f.nan;
@@ -138,17 +154,36 @@ void Complete(Recorder* rec, const Pending& p) {
     rec->Append(EventKind::kCompletion, c, 0);
   };
   if (p.device && cuda::WatchStream(p.stream, finish)) return;
-  if (p.device && (p.send_stage != nullptr || recv_stage != nullptr)) {
-    // Nothing tells when the copies are done: record the completion without
-    // them, and leave the staging buffers to the process rather than free
-    // memory a copy may still be writing.
+  if (p.device && (p.send_stage != nullptr || recv_stage != nullptr || p.send_fp != nullptr || recv_fp != nullptr)) {
+    // Nothing tells when the copies and kernels are done: record the
+    // completion without them, and leave the staging buffers and results to
+    // the process rather than free memory they may still be writing.
+    if (p.send_fp != nullptr) cuda::AbandonFingerprint(p.send_fp);
+    if (recv_fp != nullptr) cuda::AbandonFingerprint(recv_fp);
     Pending bare = p;
     bare.send_stage = nullptr;
+    bare.send_fp = nullptr;
     bare.recv = nullptr;
     Complete(rec, bare);
     return;
   }
   finish();
+}
+
+// An operation that was not enqueued after all (its call or its group failed,
+// or the group was only simulated): what the recorder enqueued for it is
+// released once the stream has run it.
+void Discard(const Pending& p) {
+  void* stage = p.send_stage;
+  cuda::DeviceFingerprint* fp = p.send_fp;
+  if (stage == nullptr && fp == nullptr) return;
+  if (!cuda::WatchStream(p.stream, [stage, fp] {
+        cuda::FreeStaging(stage);
+        if (fp != nullptr) cuda::TakeFingerprint(fp);
+      })) {
+    // Left to the process: a copy or kernel may still be writing them.
+    if (fp != nullptr) cuda::AbandonFingerprint(fp);
+  }
 }
 
 }  // namespace
@@ -328,10 +363,14 @@ void Call::DoEnter() {
       if (kind_ == OpKind::kBcast) send_elems = cs_ != nullptr && cs_->rank == root ? count : 0;
       if (kind_ == OpKind::kRecv) send_elems = 0;
       op_.bytes = send_elems * esize;
-      if (device_ && sendbuff != nullptr && StageDeviceData(rec_, send_elems * esize)) {
-        // Enqueued ahead of the operation on its stream: the bytes it will send.
-        send_stage_ = cuda::StageFromDevice(sendbuff, send_elems * esize, stream);
-        send_stage_bytes_ = send_elems * esize;
+      if (device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
+        // Enqueued ahead of the operation on its stream: a kernel that
+        // fingerprints the bytes it will send, or a copy of them.
+        send_fp_ = cuda::FingerprintOnDevice(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints(), stream);
+        if (send_fp_ == nullptr && StageDeviceData(rec_, send_elems * esize)) {
+          send_stage_ = cuda::StageFromDevice(sendbuff, send_elems * esize, stream);
+          send_stage_bytes_ = send_elems * esize;
+        }
       }
       if (!device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
         Fingerprint f = FingerprintBuffer(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints());
@@ -421,8 +460,9 @@ void Call::Enqueued() {
   const bool recv = kind_ == OpKind::kRecv;
   Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
             recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,
-            TypeOf(datatype), captured_};
+            TypeOf(datatype), send_fp_, captured_};
   send_stage_ = nullptr;
+  send_fp_ = nullptr;
   if (t_group_depth > 0) {
     t_group_ops.push_back(p);
   } else {
@@ -440,6 +480,8 @@ void Call::LeaveGroup(ncclResult_t rc) {
     ops.swap(t_group_ops);
     if (!simulate && (rc == ncclSuccess || rc == ncclInProgress)) {
       for (const Pending& p : ops) Complete(rec_, p);
+    } else {
+      for (const Pending& p : ops) Discard(p);
     }
   }
 }
@@ -506,12 +548,14 @@ void Call::DoLeave(ncclResult_t rc) {
       AppendReturn(rc);
       if (rc == ncclSuccess || rc == ncclInProgress) {
         Enqueued();
-      } else if (send_stage_ != nullptr) {
-        void* stage = send_stage_;
+      } else {
+        Pending p{};
+        p.stream = stream;
+        p.send_stage = send_stage_;
+        p.send_fp = send_fp_;
         send_stage_ = nullptr;
-        if (!cuda::WatchStream(stream, [stage] { cuda::FreeStaging(stage); })) {
-          // Left to the process: a copy may still be writing it.
-        }
+        send_fp_ = nullptr;
+        Discard(p);
       }
       return;
     case Shape::kInitRank:

@@ -28,6 +28,10 @@
 #include "record/recorder.h"
 #include "replay/oracle.h"
 
+namespace replay::interpose::cuda {
+struct DeviceFingerprint;
+}  // namespace replay::interpose::cuda
+
 namespace replay::interpose::nccl {
 
 enum class Shape {
@@ -101,6 +105,7 @@ class Call {
   ncclComm_t saved_comm_ = nullptr;
   void* send_stage_ = nullptr;  // device send data copied for its fingerprint
   size_t send_stage_bytes_ = 0;
+  cuda::DeviceFingerprint* send_fp_ = nullptr;  // or its fingerprint, by a kernel
 };
 
 // The NCCL function `name` the application would have called: NCCL's own

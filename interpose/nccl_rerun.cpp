@@ -140,13 +140,14 @@ ncclResult_t Call::Serve() noexcept {
         if (shape_ == Shape::kColl && root != r.root && r.root >= 0) diff += "; another root";
         if (shape_ == Shape::kP2p && peer != r.peer) diff += "; another peer";
         // The data sent, against its recorded fingerprint: taken at the call
-        // for host memory, from a copy made on the stream for device memory
-        // (then it is in the completion).
+        // for host memory, on the stream for device memory (then it is in the
+        // completion), by the fingerprint kernel or from a copy.
         size_t esize = SizeOf(datatype);
         const Event* done = o.FindCompletion(r.request);
         FingerprintPolicy policy;
         std::string_view limit = o.header().Env("REPLAY_HASH_LIMIT_KB");
         if (!limit.empty()) policy.hash_limit = std::strtoull(std::string(limit).c_str(), nullptr, 10) << 10;
+        policy.scan_all = o.header().Env("REPLAY_NAN_SCAN") != "hashed";
         const bool device_send = sendbuff != nullptr && cuda::IsDevicePointer(sendbuff);
         uint64_t want_hash = r.send_hash;
         uint32_t want_nan = r.send_nan;
@@ -160,6 +161,13 @@ ncclResult_t Call::Serve() noexcept {
           std::optional<Fingerprint> f;
           if (!device_send) {
             f = FingerprintBuffer(sendbuff, r.bytes, TypeOf(datatype), policy);
+          } else if (cuda::DeviceFingerprint* k = cuda::FingerprintOnDevice(sendbuff, r.bytes, TypeOf(datatype), policy,
+                                                                            stream)) {
+            if (cuda::SyncStream(stream)) {
+              f = cuda::TakeFingerprint(k);
+            } else {
+              cuda::AbandonFingerprint(k);
+            }
           } else if (void* stage = cuda::StageFromDevice(sendbuff, r.bytes, stream)) {
             // A re-run may wait for its own stream.
             cuda::SyncStream(stream);

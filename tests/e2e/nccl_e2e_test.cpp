@@ -2,6 +2,7 @@
 // stand-in (tests/nccl_host) so that they run on CPUs under mpirun. The
 // program is examples/nccl_train built against the stand-in.
 #include <algorithm>
+#include <cstdio>
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
@@ -492,6 +493,109 @@ TEST_CASE("device buffers: completions come from CUDA events, data from copies m
   }
   CHECK(sent[0] == received[1]);
   CHECK(sent[1] == received[0]);
+}
+
+// Per rank, what the driver stand-in counted (nccl_device_program --counters):
+// fingerprint kernels launched and device-to-host copies made.
+std::map<int, std::pair<int, int>> Counters(const std::string& output) {
+  std::map<int, std::pair<int, int>> out;
+  for (const std::string& line : Grep(output, "fingerprint kernels")) {
+    int rank = -1, kernels = -1, copies = -1;
+    if (std::sscanf(line.c_str(), "rank %d fingerprint kernels %d device-to-host copies %d", &rank, &kernels,
+                    &copies) == 3) {
+      out[rank] = {kernels, copies};
+    }
+  }
+  return out;
+}
+
+// Per rank, the fingerprints of every completion, in order.
+std::map<int, std::vector<std::string>> CompletionFingerprints(const std::string& dir) {
+  std::map<int, std::vector<std::string>> out;
+  for (auto& [rank, r] : ReadTrace(dir)) {
+    for (const Event& e : r.events()) {
+      if (e.kind != EventKind::kCompletion) continue;
+      const CompletionEvent& c = e.completion;
+      std::string f = "req " + std::to_string(c.request);
+      if ((c.flags & op_flags::kHasSendHash) != 0) {
+        f += " send " + std::to_string(c.send_hash) + " nan " + std::to_string(c.send_nan) + " inf " +
+             std::to_string(c.send_inf);
+      }
+      if ((c.flags & op_flags::kHasRecvHash) != 0) {
+        f += " recv " + std::to_string(c.recv_hash) + " nan " + std::to_string(c.recv_nan) + " inf " +
+             std::to_string(c.recv_inf);
+      }
+      out[rank].push_back(f);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("device buffers are fingerprinted by a kernel on the stream, as host copies would be", "[e2e][nccl]") {
+  TempDir tmp;
+  const std::string args = "--steps 2 --collectives --nan 1:2 --counters";
+  RunResult plain = Run(DeviceProgram(2, args));
+  REQUIRE(plain.exit_code == 0);
+  auto own = Counters(plain.output);  // the program's own copies
+  REQUIRE(own.size() == 2);
+  RunResult kernel = Run(Replay() + " record -o " + (tmp / "kernel") + " -- " + DeviceProgram(2, args));
+  INFO(kernel.output);
+  REQUIRE(kernel.exit_code == 0);
+  RunResult copy = Run("REPLAY_DEVICE_HASH=copy " + Replay() + " record -o " + (tmp / "copy") + " -- " +
+                       DeviceProgram(2, args));
+  INFO(copy.output);
+  REQUIRE(copy.exit_code == 0);
+  CHECK(Sorted(Grep(kernel.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  auto by_kernel = Counters(kernel.output);
+  auto by_copy = Counters(copy.output);
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    // Every send and receive buffer of every collective went through the
+    // kernel, and not one byte was copied to the host for it.
+    CHECK(by_kernel[rank].first >= 2 * 11);
+    CHECK(by_kernel[rank].second == own[rank].second);
+    CHECK(by_copy[rank].first == 0);
+    CHECK(by_copy[rank].second > own[rank].second + 2 * 11);
+  }
+  // The same fingerprints, NaN counts included, either way.
+  auto k = CompletionFingerprints(tmp / "kernel");
+  auto c = CompletionFingerprints(tmp / "copy");
+  REQUIRE(k.size() == 2);
+  CHECK(k == c);
+  int code = -1;
+  json found = Check(tmp / "kernel", &code);
+  INFO(Titles(found));
+  REQUIRE(!found["findings"].empty());
+  CHECK(found["findings"][0]["kind"] == "nan_inf");
+  CHECK(found["findings"][0]["ranks"] == json::array({1}));
+}
+
+TEST_CASE("the kernel fingerprints device buffers beyond the hash limit, which copies do not", "[e2e][nccl]") {
+  TempDir tmp;
+  // 256 KiB per buffer against a 16 KiB limit: a sample is hashed, every element scanned.
+  const std::string args = "--steps 2 --count 65536 --nan 0:2";
+  for (const char* mode : {"kernel", "copy"}) {
+    INFO(mode);
+    RunResult rec = Run(std::string("REPLAY_HASH_LIMIT_KB=16 REPLAY_DEVICE_HASH=") + mode + " " + Replay() +
+                        " record -o " + (tmp / mode) + " -- " + DeviceProgram(2, args));
+    INFO(rec.output);
+    REQUIRE(rec.exit_code == 0);
+  }
+  for (auto& [rank, fingerprints] : CompletionFingerprints(tmp / "kernel")) {
+    INFO("rank " << rank);
+    int hashed = 0;
+    for (const std::string& f : fingerprints) hashed += f.find(" recv ") != std::string::npos ? 1 : 0;
+    CHECK(hashed == 2 * 2);  // the allreduce and the receive of each step
+  }
+  for (auto& [rank, fingerprints] : CompletionFingerprints(tmp / "copy")) {
+    for (const std::string& f : fingerprints) CHECK(f.find(" recv ") == std::string::npos);
+  }
+  int code = -1;
+  json found = Check(tmp / "kernel", &code);
+  INFO(Titles(found));
+  REQUIRE(!found["findings"].empty());
+  CHECK(found["findings"][0]["kind"] == "nan_inf");
+  CHECK(found["findings"][0]["ranks"] == json::array({0}));
 }
 
 TEST_CASE("rerun of a device rank serves the recorded bytes into its device buffers", "[e2e][nccl]") {

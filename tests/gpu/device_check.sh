@@ -16,7 +16,14 @@
 #   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
 #      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
 #      compared with a run without the preload;
-#   4. an ncclAllReduce size sweep (bench/nccl_allreduce_sweep), 8 B to
+#   4. device fingerprints: an allreduce sweep with a NaN and an Inf in its
+#      input, recorded at level data, where the send buffer is fingerprinted
+#      by the kernel and the received bytes (the same, on a one-rank
+#      communicator) by the host from their copy: every operation's two
+#      fingerprints and NaN/Inf counts must be equal, whole (up to 64 KiB) and
+#      sampled; then the sweep at level hash with the kernel and with host
+#      copies (REPLAY_DEVICE_HASH=copy), side by side;
+#   5. an ncclAllReduce size sweep (bench/nccl_allreduce_sweep), 8 B to
 #      256 MiB, without the preload and recorded at meta, hash and data,
 #      alternated over ROUNDS rounds: the overhead ratio per size, and the
 #      cost of fingerprinting device buffers (hash minus meta) as bytes/s.
@@ -121,7 +128,34 @@ step "ddp: NCCL collectives in the trace" 30 \
 step "ddp: check" 60 "'$R' check '$work/ddp'"
 unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 
-# 4. The allreduce sweep, alternated.
+# 4. The fingerprint kernel against the host's XXH3.
+fp_args="--min 4 --max 268435456 --factor 8 --iters 2 --poison"
+step "fingerprints: record the sweep at level data" 120 \
+  "'$R' record --level data -o '$work/fp' -- '$sweep' $fp_args"
+step "fingerprints: kernel equals host, every op" 60 \
+  "'$R' dump '$work/fp' --json | python3 '$root/tests/gpu/compare_fingerprints.py'"
+rm -rf "$work/fp"
+for mode in kernel copy; do
+  step "fingerprints: sweep at level hash, $mode" 120 \
+    "REPLAY_DEVICE_HASH=$mode '$R' record -o '$work/fp-$mode' -- '$sweep' --min 8 --max 268435456 --factor 8 --iters 20 | tee '$out/fp-$mode.txt'"
+  rm -rf "$work/fp-$mode"
+done
+python3 - "$out/fp-kernel.txt" "$out/fp-copy.txt" <<'EOF' | tee -a "$summary" >>"$log"
+import sys
+def read(path):
+    try:
+        return {int(f[0]): float(f[1]) for f in (l.split() for l in open(path)) if len(f) == 4 and f[0].isdigit()}
+    except OSError:
+        return {}
+k, c = read(sys.argv[1]), read(sys.argv[2])
+print("\nlevel hash: us per allreduce, device buffers fingerprinted by the kernel and from host copies")
+print("(copies are made up to REPLAY_HASH_LIMIT_KB only; beyond it they fingerprint nothing)")
+print(f"{'bytes':>11} {'kernel':>10} {'copies':>10}")
+for size in sorted(k):
+    print(f"{size:>11} {k[size]:>10.2f} {c.get(size, float('nan')):>10.2f}")
+EOF
+
+# 5. The allreduce sweep, alternated.
 sweep_args="--min 8 --max 268435456 --factor 4 --iters 40"
 : >"$out/sweep.txt"
 for r in $(seq 1 "$rounds"); do

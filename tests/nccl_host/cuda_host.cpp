@@ -8,7 +8,9 @@
 //
 // Model: "device memory" is host memory handed out by cuMemAlloc_v2 and
 // remembered, so cuPointerGetAttribute can tell it from other memory. Work on
-// a stream runs when it is enqueued (copies are memcpy, kernels do nothing).
+// a stream runs when it is enqueued (copies are memcpy, kernels do nothing,
+// except replay's fingerprint kernel, loaded from any image with
+// cuModuleLoadData: it runs its host reference, record/fingerprint_device.h).
 // An event reports CUDA_ERROR_NOT_READY to its first kPendingQueries queries
 // after being recorded, and a stream to its first kPendingQueries queries
 // after work was enqueued on it, then success, so whoever waits for them
@@ -30,6 +32,8 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+
+#include "record/fingerprint_device.h"
 
 namespace {
 
@@ -68,6 +72,8 @@ struct GraphExec {
 };
 
 std::mutex g_mu;
+int g_fingerprint_kernels = 0;       // replay's fingerprint kernel, launched (cuda_host_counters)
+int g_device_to_host_copies = 0;     // cuMemcpyDtoH(Async), made
 std::map<uintptr_t, size_t>& Allocations() {  // start -> size
   static auto* m = new std::map<uintptr_t, size_t>();
   return *m;
@@ -216,6 +222,10 @@ CUresult Impl_cuMemcpyHtoDAsync_v2(bool per_thread, uint64_t dst, const void* sr
   return Copy(reinterpret_cast<void*>(dst), src, bytes, true, false, stream, per_thread);
 }
 CUresult Impl_cuMemcpyDtoHAsync_v2(bool per_thread, void* dst, uint64_t src, size_t bytes, void* stream) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++g_device_to_host_copies;
+  }
   return Copy(dst, reinterpret_cast<const void*>(src), bytes, false, true, stream, per_thread);
 }
 CUresult Impl_cuMemcpyDtoDAsync_v2(bool per_thread, uint64_t dst, uint64_t src, size_t bytes, void* stream) {
@@ -397,11 +407,51 @@ CUDA_HOST_API CUresult cuEventDestroy_v2(void* event) {
 
 CUDA_HOST_API CUresult cuEventDestroy(void* event) { return cuEventDestroy_v2(event); }
 
+// Modules: any image holds replay's fingerprint kernel, and only that.
+
+namespace {
+int g_module = 0;               // the one module; its address is the handle
+int g_fingerprint_function = 0;  // the fingerprint kernel's handle
+}  // namespace
+
+CUDA_HOST_API CUresult cuModuleLoadData(void** module, const void* image) {
+  if (module == nullptr || image == nullptr) return kInvalidValue;
+  *module = &g_module;
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuModuleGetFunction(void** f, void* module, const char* name) {
+  if (f == nullptr || module != &g_module || name == nullptr) return kInvalidValue;
+  if (std::string_view(name) != "replay_fingerprint") return kNotFound;
+  *f = &g_fingerprint_function;
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  if (p == nullptr) return kInvalidValue;
+  *p = std::malloc(bytes == 0 ? 1 : bytes);
+  return *p != nullptr ? kSuccess : 2;
+}
+
+CUDA_HOST_API CUresult cuMemHostGetDevicePointer_v2(uint64_t* dptr, void* p, unsigned flags) {
+  if (dptr == nullptr || p == nullptr || flags != 0) return kInvalidValue;
+  *dptr = reinterpret_cast<uint64_t>(p);
+  return kSuccess;
+}
+
+// What the stand-in counted, for tests: fingerprint kernels launched and
+// device-to-host copies made.
+CUDA_HOST_API void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  *fingerprint_kernels = g_fingerprint_kernels;
+  *device_to_host_copies = g_device_to_host_copies;
+}
+
 // Kernels: launched on a stream, or captured into its graph.
 
 namespace {
 
-CUresult Launch(void* f, void* stream, bool per_thread) {
+CUresult Launch(void* f, void* stream, bool per_thread, void** params = nullptr) {
   if (f == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
   Stream* s = StreamOf(stream, per_thread);
@@ -410,13 +460,21 @@ CUresult Launch(void* f, void* stream, bool per_thread) {
     ++s->captured;
   } else {
     s->pending = kPendingQueries;
+    if (f == &g_fingerprint_function) {
+      if (params == nullptr || params[0] == nullptr) return kInvalidValue;
+      namespace fp = replay::device_fingerprint;
+      const auto& job = *static_cast<const fp::Job*>(params[0]);
+      if (job.blocks == 0 || job.blocks > fp::kMaxBlocks) return kInvalidValue;
+      fp::Reference(job, reinterpret_cast<fp::Result*>(job.result));
+      ++g_fingerprint_kernels;
+    }
   }
   return kSuccess;
 }
 
 CUresult Impl_cuLaunchKernel(bool per_thread, void* f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, void* stream, void**, void**) {
-  return Launch(f, stream, per_thread);
+                             unsigned, void* stream, void** params, void**) {
+  return Launch(f, stream, per_thread, params);
 }
 
 CUresult Impl_cuLaunchCooperativeKernel(bool per_thread, void* f, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -607,6 +665,10 @@ const Proc* Procs(size_t* n) {
       {"cuLaunchKernelEx", 11060, 0, Fn(&cuLaunchKernelEx), Fn(&cuLaunchKernelEx_ptsz)},
       {"cuLaunchCooperativeKernel", 9000, 0, Fn(&cuLaunchCooperativeKernel), Fn(&cuLaunchCooperativeKernel_ptsz)},
       {"cuPointerGetAttribute", 4000, 0, Fn(&cuPointerGetAttribute), nullptr},
+      {"cuModuleLoadData", 2000, 0, Fn(&cuModuleLoadData), nullptr},
+      {"cuModuleGetFunction", 2000, 0, Fn(&cuModuleGetFunction), nullptr},
+      {"cuMemHostAlloc", 2020, 0, Fn(&cuMemHostAlloc), nullptr},
+      {"cuMemHostGetDevicePointer", 3020, 0, Fn(&cuMemHostGetDevicePointer_v2), nullptr},
   };
   *n = sizeof(kProcs) / sizeof(kProcs[0]);
   return kProcs;

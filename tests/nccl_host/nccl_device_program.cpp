@@ -15,8 +15,9 @@
 // collective once, on device buffers of exactly the size each needs),
 // --capture (after the steps, an allreduce on a stream capturing a CUDA graph
 // in the global mode; prints what else the graph captured: "rank R captured
-// nodes N", 0 unless something enqueued work of its own there). Run under
-// mpirun.
+// nodes N", 0 unless something enqueued work of its own there), --counters
+// (at the end, what the driver stand-in counted: "rank R fingerprint kernels K
+// device-to-host copies C"). Run under mpirun.
 #include <mpi.h>
 #include <nccl.h>
 #include <sys/random.h>
@@ -40,6 +41,7 @@ int cuStreamDestroy_v2(void* stream);
 int cuStreamBeginCapture_v2(void* stream, int mode);
 int cuStreamEndCapture(void* stream, void** graph);
 int cuda_host_graph_nodes(void* graph);
+void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies);
 }
 
 namespace {
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   int nan_rank = -1, nan_step = -1;
   bool collectives = false;
   bool capture = false;
+  bool counters = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -84,6 +87,8 @@ int main(int argc, char** argv) {
       collectives = true;
     } else if (a == "--capture") {
       capture = true;
+    } else if (a == "--counters") {
+      counters = true;
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -163,6 +168,12 @@ int main(int argc, char** argv) {
     std::printf("rank %d captured nodes %d\n", rank, cuda_host_graph_nodes(graph));
     std::fflush(stdout);
     cuStreamDestroy_v2(stream);
+  }
+  if (counters) {
+    int kernels = 0, copies = 0;
+    cuda_host_counters(&kernels, &copies);
+    std::printf("rank %d fingerprint kernels %d device-to-host copies %d\n", rank, kernels, copies);
+    std::fflush(stdout);
   }
   cuMemFree_v2(d_send);
   cuMemFree_v2(d_sum);

@@ -42,6 +42,8 @@ namespace replay {
     "Buffers up to this size (KiB) are fingerprinted whole; larger ones through an evenly spaced sample of this size.") \
   X(nan_scan, "NAN_SCAN", "all",                                                                \
     "NaN/Inf counting of floating buffers: all (every element, so the first NaN is never missed) or hashed (only the fingerprinted bytes).") \
+  X(device_hash, "DEVICE_HASH", "kernel",                                                       \
+    "How device (GPU) buffers are fingerprinted: kernel (on the operation's stream, no copy) or copy (page-locked copies hashed on the host, up to REPLAY_HASH_LIMIT_KB). Same fingerprints.") \
   X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \
     "1 records every CUDA kernel launch; 0 counts them per stream, written before the stream's next recorded operation.") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \

@@ -71,6 +71,38 @@ void CountNonFinite(const void* data, size_t count, DataType type, uint32_t* nan
   }
 }
 
+FingerprintPlan PlanFingerprint(size_t bytes, DataType type, const FingerprintPolicy& policy) {
+  FingerprintPlan plan;
+  const size_t width = FloatWidth(type);
+  const size_t unit = type == DataType::kComplex64 || type == DataType::kComplex128 ? width * 2 : width;
+  plan.width = width;
+  if (bytes <= policy.hash_limit || policy.hash_limit == 0) {
+    plan.chunk = bytes;
+    if (unit != 0) plan.scan_bytes = bytes / unit * unit;
+    return plan;
+  }
+  // A sample of kMaxPieces evenly spaced pieces, the first at 0 and the last
+  // at the end, seeded with the total size so that buffers differing only in
+  // length differ. Piece boundaries fall on whole elements.
+  const size_t pieces = FingerprintPlan::kMaxPieces;
+  size_t chunk = std::max<size_t>(policy.hash_limit / pieces, 64);
+  if (unit != 0) chunk -= chunk % unit;
+  plan.sampled = true;
+  plan.pieces = pieces;
+  plan.chunk = chunk;
+  plan.seed = bytes;
+  for (size_t i = 0; i < pieces; ++i) {
+    size_t at = (bytes - chunk) * i / (pieces - 1);
+    if (unit != 0) at -= at % unit;
+    plan.offsets[i] = at;
+  }
+  if (unit != 0) {
+    plan.scan_pieces = !policy.scan_all;
+    plan.scan_bytes = policy.scan_all ? bytes / unit * unit : chunk;
+  }
+  return plan;
+}
+
 Fingerprint FingerprintBuffer(const void* data, size_t bytes, DataType type,
                               const FingerprintPolicy& policy) {
   Fingerprint f;
@@ -80,30 +112,32 @@ Fingerprint FingerprintBuffer(const void* data, size_t bytes, DataType type,
   }
   const Kernels& k = Pick();
   const auto* p = static_cast<const unsigned char*>(data);
-  size_t width = FloatWidth(type);
-  size_t unit = type == DataType::kComplex64 || type == DataType::kComplex128 ? width * 2 : width;
-  if (bytes <= policy.hash_limit || policy.hash_limit == 0) {
+  const FingerprintPlan plan = PlanFingerprint(bytes, type, policy);
+  // Complex types count both parts, as elements of `width`.
+  const DataType part = plan.width == 4 && type == DataType::kComplex64    ? DataType::kFloat32
+                        : plan.width == 8 && type == DataType::kComplex128 ? DataType::kFloat64
+                                                                           : type;
+  auto count = [&](const unsigned char* at) {
+    if (plan.width != 0) CountNonFinite(at, plan.scan_bytes / plan.width, part, &f.nan, &f.inf);
+  };
+  if (!plan.sampled) {
     f.hash = k.hash(p, bytes, 0);
-    if (width != 0) CountNonFinite(p, bytes / unit, type, &f.nan, &f.inf);
+    count(p);
     return f;
   }
-  // A sample of `chunks` evenly spaced pieces, the first at 0 and the last at
-  // the end, seeded with the total size so that buffers differing only in
-  // length differ. Chunk boundaries fall on whole elements.
   f.sampled = true;
-  const size_t chunks = 16;
-  size_t chunk = std::max<size_t>(policy.hash_limit / chunks, 64);
-  if (unit != 0) chunk -= chunk % unit;
+  // A state on the stack must be initialised before a seeded reset: the
+  // reset skips deriving the secret when the (garbage) seed field already
+  // equals the seed, and would hash with whatever the stack held.
   XXH3_state_t state;
-  XXH3_64bits_reset_withSeed(&state, bytes);
-  for (size_t i = 0; i < chunks; ++i) {
-    size_t at = (bytes - chunk) * i / (chunks - 1);
-    if (unit != 0) at -= at % unit;
-    XXH3_64bits_update(&state, p + at, chunk);
-    if (width != 0 && !policy.scan_all) CountNonFinite(p + at, chunk / unit, type, &f.nan, &f.inf);
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset_withSeed(&state, plan.seed);
+  for (size_t i = 0; i < plan.pieces; ++i) {
+    XXH3_64bits_update(&state, p + plan.offsets[i], plan.chunk);
+    if (plan.scan_pieces) count(p + plan.offsets[i]);
   }
   f.hash = XXH3_64bits_digest(&state);
-  if (width != 0 && policy.scan_all) CountNonFinite(p, bytes / unit, type, &f.nan, &f.inf);
+  if (!plan.scan_pieces) count(p);
   return f;
 }
 

@@ -27,7 +27,30 @@ struct Fingerprint {
 struct FingerprintPolicy {
   size_t hash_limit = 64 << 10;
   bool scan_all = true;
+  // Device buffers: fingerprinted by a kernel on the operation's stream (true)
+  // or from page-locked copies hashed on the host (false). Same result.
+  bool device_kernel = true;
 };
+
+// Which bytes a fingerprint of a `bytes`-byte buffer covers, for
+// FingerprintBuffer and for the device kernel (fingerprint_device.h), which
+// must agree to the bit: the hash is XXH3-64 with `seed` over `pieces` pieces
+// of `chunk` bytes at `offsets`, taken as one input; NaN/Inf are counted over
+// the first `scan_bytes` bytes of the whole buffer, or of each piece when
+// `scan_pieces`, in elements of `width` bytes.
+struct FingerprintPlan {
+  static constexpr size_t kMaxPieces = 16;
+  size_t pieces = 1;
+  size_t chunk = 0;
+  size_t offsets[kMaxPieces] = {};
+  uint64_t seed = 0;
+  bool sampled = false;
+  size_t width = 0;       // bytes of a floating element (complex: of one part); 0: no counting
+  size_t scan_bytes = 0;  // a multiple of `width`
+  bool scan_pieces = false;
+};
+
+FingerprintPlan PlanFingerprint(size_t bytes, DataType type, const FingerprintPolicy& policy);
 
 // Counts NaN and infinite elements of `type` in `count` elements at `data`;
 // zero for non-floating types.

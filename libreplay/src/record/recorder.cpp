@@ -118,6 +118,10 @@ Status Recorder::Start() {
   } else {
     return Status::InvalidArgument("REPLAY_NAN_SCAN=" + settings_.nan_scan + " is not one of all, hashed");
   }
+  if (settings_.device_hash != "kernel" && settings_.device_hash != "copy") {
+    return Status::InvalidArgument("REPLAY_DEVICE_HASH=" + settings_.device_hash + " is not one of kernel, copy");
+  }
+  fingerprint_policy_.device_kernel = settings_.device_hash == "kernel";
   o.flush_interval_ns = std::max<int64_t>(flush_ms, 1) * 1000000;
   o.ring_slot_bytes = static_cast<uint64_t>(std::max<int64_t>(ring_kb, 16)) << 10;
   o.block_events = static_cast<uint32_t>(std::clamp<int64_t>(block_events, 16, 1 << 20));

@@ -264,6 +264,11 @@ std::string FormatEventBody(const Event& e, const RankHeader& h) {
       if (c.seq) l.kv("seq", c.seq);
       if (c.peer_seq) l.kv("peer_seq", c.peer_seq);
       if (c.source != kNoPeer) l.kv("source", Peer(c.source)).kv("tag", c.tag);
+      if (c.flags & op_flags::kHasSendHash) {
+        l.kv("send", Hex(c.send_hash));
+        if (c.send_nan) l.kv("send_nan", c.send_nan);
+        if (c.send_inf) l.kv("send_inf", c.send_inf);
+      }
       if (c.flags & op_flags::kHasRecvHash) {
         l.kv("recv", Hex(c.recv_hash));
         if (c.recv_nan) l.kv("nan", c.recv_nan);
@@ -432,6 +437,11 @@ nlohmann::json EventToJson(const Event& e, const RankHeader& h) {
       j["source"] = c.source;
       j["tag"] = c.tag;
       j["recv_count"] = c.recv_count;
+      if (c.flags & op_flags::kHasSendHash) {
+        j["send_hash"] = Hex(c.send_hash);
+        j["send_nan"] = c.send_nan;
+        j["send_inf"] = c.send_inf;
+      }
       if (c.flags & op_flags::kHasRecvHash) {
         j["recv_hash"] = Hex(c.recv_hash);
         j["recv_nan"] = c.recv_nan;
