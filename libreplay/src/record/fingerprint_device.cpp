@@ -22,7 +22,7 @@ Format FormatOf(DataType type) {
 
 // Bytes a counting thread block is given at least, so that small buffers take
 // one block and large ones spread over the grid.
-constexpr uint64_t kScanBytesPerBlock = 512 << 10;
+constexpr uint64_t kScanBytesPerBlock = 128 << 10;
 
 }  // namespace
 
