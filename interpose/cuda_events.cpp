@@ -1,6 +1,7 @@
 #include "cuda_events.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -96,14 +97,32 @@ Driver Load() {
   return x;
 }
 
+// The number of objects the dynamic loader has added to the process so far.
+// Cheap (the first object only), unlike asking the loader for libcuda by name,
+// which searches the library path on every miss.
+unsigned long long LoaderAdds() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  return adds;
+}
+
 // The driver, once the process has loaded it: CUDA programs often make their
-// first NCCL call before the runtime loads libcuda, so a miss is not final.
+// first NCCL call before the runtime loads libcuda, so a miss is not final; it
+// is looked for again once the loader has added an object since.
 const Driver& D() {
   static std::mutex mu;
   static Driver d;
   static const Driver none;
   static std::atomic<bool> loaded{false};
+  static std::atomic<unsigned long long> missed_at{~0ull};
   if (__builtin_expect(loaded.load(std::memory_order_acquire), 1)) return d;
+  const unsigned long long adds = LoaderAdds();
+  if (adds == missed_at.load(std::memory_order_relaxed)) return none;
   std::lock_guard<std::mutex> lock(mu);
   if (!loaded.load(std::memory_order_relaxed)) {
     Driver x = Load();
@@ -112,6 +131,7 @@ const Driver& D() {
       loaded.store(true, std::memory_order_release);
       return d;
     }
+    missed_at.store(adds, std::memory_order_relaxed);
   }
   return loaded.load(std::memory_order_acquire) ? d : none;
 }

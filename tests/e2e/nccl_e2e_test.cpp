@@ -598,6 +598,32 @@ TEST_CASE("the kernel fingerprints device buffers beyond the hash limit, which c
   CHECK(found["findings"][0]["ranks"] == json::array({0}));
 }
 
+TEST_CASE("device memory is recognised when the CUDA driver is loaded after the first NCCL call", "[e2e][nccl]") {
+  TempDir tmp;
+  const std::string program = Mpirun(2) + " " + testing::BuildPath("tests/nccl_host/nccl_late_driver_program") + " " +
+                              testing::BuildPath("nccl_host/cuda/libcuda.so.1");
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + program);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  CHECK(Grep(rec.output, "device sum 3").size() == 2);
+  for (auto& [rank, r] : ReadTrace(tmp / "t")) {
+    INFO("rank " << rank);
+    std::vector<bool> device;  // per ncclAllReduce, in order
+    std::map<uint64_t, bool> completed_with_hash;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kOp && r.Api(e.op.api) == "ncclAllReduce") {
+        device.push_back((e.op.flags & op_flags::kDevice) != 0);
+        completed_with_hash[e.op.request] = false;
+      }
+      if (e.kind == EventKind::kCompletion && completed_with_hash.count(e.completion.request) != 0) {
+        completed_with_hash[e.completion.request] = (e.completion.flags & op_flags::kHasRecvHash) != 0;
+      }
+    }
+    CHECK(device == std::vector<bool>{false, true});
+    for (auto& [request, hashed] : completed_with_hash) CHECK(hashed);
+  }
+}
+
 TEST_CASE("rerun of a device rank serves the recorded bytes into its device buffers", "[e2e][nccl]") {
   TempDir tmp;
   RunResult rec =
