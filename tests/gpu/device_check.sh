@@ -114,7 +114,8 @@ step "trainer: CUDA stream ordering recorded" 30 \
 step "trainer: bundle" 30 "'$R' bundle '$work/train' -o '$out/train.bundle'"
 step "trainer nan: record" 120 \
   "cd '$work' && '$R' record -o '$work/nan' -- '$train' --steps 6 --ckpt-every 0 --fault nan:rank=0,step=3"
-step "trainer nan: check names rank 0" 60 "'$R' check '$work/nan' | tee '$work/nan.check'; grep -qi 'nan' '$work/nan.check'"
+step "trainer nan: check names rank 0" 60 \
+  "'$R' check '$work/nan'; '$R' check --json '$work/nan' >'$work/nan.json'; python3 -c 'import json, sys; f = json.load(open(sys.argv[1]))[\"findings\"]; sys.exit(0 if f and f[0][\"kind\"] == \"nan_inf\" and f[0][\"ranks\"] == [0] else 1)' '$work/nan.json'"
 
 # 3. PyTorch DDP at world size 1, started as torchrun would start it.
 export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517
