@@ -51,11 +51,8 @@ std::vector<std::string> EncodeBlocks(const std::vector<Event>& events, size_t p
   EventBlockEncoder encoder;
   for (size_t at = 0; at < events.size(); at += per_block) {
     size_t n = std::min(per_block, events.size() - at);
-    encoder.Begin(n, events[at].index, events[at].time_ns);
-    for (size_t i = at; i < at + n; ++i) encoder.Add(EventView::Of(events[i]));
-    std::string raw;
-    encoder.Finish(&raw);
-    blocks.push_back(std::move(raw));
+    std::span<const uint8_t> raw = encoder.Encode(std::span<const Event>(events).subspan(at, n));
+    blocks.emplace_back(reinterpret_cast<const char*>(raw.data()), raw.size());
   }
   return blocks;
 }

@@ -159,4 +159,21 @@ Event AllreduceOp(uint64_t comm, uint64_t seq, int64_t count, uint64_t send_hash
   return Event::Make(o);
 }
 
+std::vector<Event> Epoch2FixtureEvents() {
+  std::vector<Event> in = SampleEventsOfEveryKind();
+  uint64_t index = in.size();
+  int64_t t = 20000;
+  const uint64_t comms[] = {0x1111222233334444, 0xabc};
+  for (int i = 0; i < 6; ++i) {
+    Event e = AllreduceOp(comms[i % 2], 100 + static_cast<uint64_t>(i / 2), 8, 0x5000 + i);
+    e.index = index++;
+    if (i == 3) ++index;
+    e.time_ns = (t += (i == 4 ? -300 : 1500));
+    e.thread = i % 2;
+    e.call_site = 0x401000 + i;
+    in.push_back(e);
+  }
+  return in;
+}
+
 }  // namespace replay::testing

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 
 #include "replay/trace_writer.h"
 #include "support/sample_events.h"
@@ -98,6 +99,32 @@ TEST_CASE("a trace of a newer epoch is refused with what to do", "[trace]") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == Status::Code::kVersion);
   CHECK(r.status().message().find("upgrade replay") != std::string::npos);
+}
+
+TEST_CASE("a trace the epoch 2 writer wrote still reads, every kind intact", "[trace]") {
+  testing::TempDir dir;
+  std::filesystem::copy(std::string(REPLAY_SOURCE_DIR) + "/tests/trace/testdata/epoch2-trace", dir.path(),
+                        std::filesystem::copy_options::recursive);
+  auto t = TraceReader::Open(dir.path());
+  REQUIRE(t.ok());
+  REQUIRE((*t)->ranks().size() == 1);
+  auto r = (*t)->OpenRank(0);
+  REQUIRE(r.ok());
+  CHECK((*r)->header().format_epoch == 2);
+  CHECK((*r)->status() == RankStatus::kComplete);
+  CHECK((*r)->problems().empty());
+  CHECK((*r)->stats().blocks == 3);  // written 8 events per block
+  // The writer numbered the events itself, from its one thread, at its own times.
+  std::vector<Event> want = testing::Epoch2FixtureEvents();
+  const std::vector<Event>& got = (*r)->events();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("event " << i << ", kind " << EventKindName(want[i].kind));
+    want[i].index = i;
+    want[i].thread = 0;
+    want[i].time_ns = got[i].time_ns;
+    CHECK(got[i] == want[i]);
+  }
 }
 
 TEST_CASE("a rank that is still writing is reported as such, with its ring", "[trace]") {

@@ -215,6 +215,20 @@ TEST_CASE("an unwritable trace directory fails to open with the reason", "[trace
   CHECK(w.status().message().find(dir / "trace") != std::string::npos);
 }
 
+TEST_CASE("a writer refuses blocks larger than the format lets readers accept", "[trace]") {
+  testing::TempDir dir;
+  for (uint32_t events : {0u, format::kMaxBlockEvents + 1}) {
+    WriterOptions o = Options(dir / "trace");
+    o.block_events = events;
+    auto w = TraceWriter::Open(o);
+    REQUIRE_FALSE(w.ok());
+    CHECK(w.status().code() == Status::Code::kInvalidArgument);
+  }
+  WriterOptions o = Options(dir / "trace");
+  o.block_events = format::kMaxBlockEvents;
+  CHECK(TraceWriter::Open(o).ok());
+}
+
 TEST_CASE("payloads are stored once per content and read back whole", "[trace]") {
   testing::TempDir dir;
   auto w = TraceWriter::Open(Options(dir.path()));

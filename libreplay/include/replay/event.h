@@ -8,8 +8,9 @@
 // parts (lists, text, bytes) live beside them in `list` and `text`.
 //
 // Lists that must change together: EventKind, the body structs and Event's union
-// here; the union in trace.capnp; the codec in trace/event_codec.cpp; the dump
-// printer in trace/event_format.cpp.
+// here; in trace.capnp the kind's record struct (and, for a new kind, the
+// EventKind enum and a list in EventBlock); the codec in trace/event_codec.cpp;
+// the dump printer in trace/event_format.cpp.
 //
 // Events are values; a const Event may be read from several threads.
 #pragma once

@@ -44,7 +44,7 @@ struct WriterOptions {
   uint64_t ring_slot_bytes = 1u << 20;  // per recording thread
   uint32_t ring_max_slots = 256;
   int64_t flush_interval_ns = 1'000'000'000;
-  uint32_t block_events = 8192;        // events per block at most
+  uint32_t block_events = 8192;        // events per block at most; 1 to 1,048,576 (the format's limit)
   int zstd_level = 1;
   int64_t full_wait_ns = 200'000'000;  // see RingOptions
   // Payloads kept: 0 keeps all; K keeps those received since the K-th last

@@ -41,14 +41,10 @@ Status RankTraceBuilder::Write(const std::string& dir, CloseReason reason, int64
   EventBlockEncoder encoder;
   BlockCodec codec(3);
   constexpr size_t kBlockEvents = 8192;
-  std::string raw;
   for (size_t at = 0; at < events_.size(); at += kBlockEvents) {
     size_t n = std::min(kBlockEvents, events_.size() - at);
-    encoder.Begin(n, events_[at].index, events_[at].time_ns);
-    for (size_t i = at; i < at + n; ++i) encoder.Add(EventView::Of(events_[i]));
-    encoder.Finish(&raw);
-    REPLAY_RETURN_IF_ERROR(codec.Encode(format::BlockKind::kEvents, events_[at].index, n,
-                                        {reinterpret_cast<const uint8_t*>(raw.data()), raw.size()}, &file));
+    std::span<const uint8_t> raw = encoder.Encode(std::span<const Event>(events_).subspan(at, n));
+    REPLAY_RETURN_IF_ERROR(codec.Encode(format::BlockKind::kEvents, events_[at].index, n, raw, &file));
   }
   REPLAY_RETURN_IF_ERROR(fs->WriteAtomic(rank_dir + "/" + format::kEventsFile, file));
   return fs->WriteAtomic(rank_dir + "/" + format::kHeaderFile, EncodeRankHeader(h));

@@ -10,6 +10,7 @@
 
 #include "record/context.h"
 #include "replay/version.h"
+#include "trace/format.h"
 #include "util/clock.h"
 
 namespace replay {
@@ -124,7 +125,7 @@ Status Recorder::Start() {
   fingerprint_policy_.device_kernel = settings_.device_hash == "kernel";
   o.flush_interval_ns = std::max<int64_t>(flush_ms, 1) * 1000000;
   o.ring_slot_bytes = static_cast<uint64_t>(std::max<int64_t>(ring_kb, 16)) << 10;
-  o.block_events = static_cast<uint32_t>(std::clamp<int64_t>(block_events, 16, 1 << 20));
+  o.block_events = static_cast<uint32_t>(std::clamp<int64_t>(block_events, 16, format::kMaxBlockEvents));
   o.zstd_level = static_cast<int>(zstd_level);
   o.full_wait_ns = full_wait_ms * 1000000;
 

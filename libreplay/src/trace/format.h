@@ -10,12 +10,15 @@
 
 namespace replay::format {
 
-// The trace format epoch. Bumped only when framing (this file) changes in a way
-// a reader of an older epoch cannot skip; schema evolution does not bump it.
-inline constexpr uint32_t kFormatEpoch = 2;
+// The trace format epoch. Bumped when framing (this file) or the layout of an
+// events block changes in a way a reader of an older epoch cannot skip; schema
+// evolution does not bump it. Epoch 3: events stored by kind (trace.capnp,
+// EventBlock). Readers read every earlier epoch.
+inline constexpr uint32_t kFormatEpoch = 3;
 // The lowest reader epoch that can read what this writer produces. A reader
-// refuses a trace whose minReaderEpoch is above its own kFormatEpoch.
-inline constexpr uint32_t kMinReaderEpoch = 2;
+// refuses a trace whose minReaderEpoch is above its own kFormatEpoch. An epoch 2
+// reader would find no events in an epoch 3 block, so it must refuse it.
+inline constexpr uint32_t kMinReaderEpoch = 3;
 
 // Names inside a trace directory.
 inline constexpr const char* kManifestFile = "manifest";
@@ -82,6 +85,10 @@ static_assert(sizeof(BlockHeader) == 40);
 // gigabytes. Writers never produce blocks larger than these.
 inline constexpr uint32_t kMaxStoredBlock = 64u << 20;
 inline constexpr uint32_t kMaxRawBlock = 64u << 20;
+// Events in one events block at most (REPLAY_BLOCK_EVENTS is capped here): a
+// few compressed bytes can declare a huge but cheap list, and a reader builds
+// every event it declares.
+inline constexpr uint32_t kMaxBlockEvents = 1u << 20;
 
 // A payload larger than this is split across several blocks with the same tag.
 inline constexpr uint32_t kPayloadPartBytes = 4u << 20;

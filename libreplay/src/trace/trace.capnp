@@ -227,21 +227,95 @@ enum ErrorSource {
 # datatypes: over the packed bytes) plus NaN and infinity counts for floating
 # types. Valid only when `hash` != 0 or the owning flags say so.
 
+# One events block. Two layouts share this struct:
+# - epochs 1 and 2: every event is an element of `events`;
+# - epoch 3: `events` is empty; `kinds` says which kind each event is, and the
+#   events of one kind are the elements of that kind's list (`ops`, `rets`, ...),
+#   in index order. A record is sized to its kind (an Event carries the data
+#   section of its largest union member), and what does not compress (time
+#   deltas, fingerprints) sits in columns of its own, away from the fields that
+#   repeat from one event to the next: about half the bytes reach the
+#   compressor, and it finds longer matches in them.
+# A reader tells the layouts apart by `events`: writers of epochs 1 and 2 always
+# set it (to an empty list for a block of no events), epoch 3 writers never do.
+# A block with `events` set and any field of epoch 3 is damage.
 struct EventBlock {
-  firstIndex @0 :UInt64;   # index of the first event of `events`
-  baseTimeNs @1 :Int64;    # reference for the first event's timeDeltaNs
-  events @2 :List(Event);  # in index order; each element at least the 20 data words of the first Event schema (readers refuse smaller)
-  # Time deltas as one column (epoch 2 writers): when present it holds one
-  # value per event, which replaces that event's timeDeltaNs (then 0). A
-  # column of small, similar numbers compresses far better than the same
-  # numbers spread over the events.
+  firstIndex @0 :UInt64;   # index of the block's first event, less that event's index gap
+  baseTimeNs @1 :Int64;    # reference for the first event's time delta
+  events @2 :List(Event);  # epochs 1-2: in index order; each element at least the 20 data words of the first Event schema (readers refuse smaller). Epoch 3: empty.
+  # Time deltas as one column (epoch 2 and later writers): when present it
+  # holds one value per event, which replaces that event's timeDeltaNs (then
+  # 0). A column of small, similar numbers compresses far better than the same
+  # numbers spread over the events. Epoch 3 writers use it only for a block
+  # with a delta outside the range of Int32, and `timeDeltas32` otherwise.
   timeDeltas @3 :List(Int64);
-  # When true (epoch 2 writers), the `seq` of op, ret and completion events is
-  # stored as the difference (modulo 2^64) from the last non-zero `seq` of an
-  # op, ret or completion on the same `comm` earlier in this block, looked up
-  # in a 64-entry direct-mapped table (slot = (comm * 0x9E3779B97F4A7C15) >> 58;
-  # a slot holding another comm counts as 0). A block stays decodable alone.
+  # When true (epoch 2 and later writers), the `seq` of op, ret and completion
+  # events is stored as the difference (modulo 2^64) from the last non-zero
+  # `seq` of an op, ret or completion on the same `comm` earlier in this block,
+  # looked up in a 64-entry direct-mapped table (slot = (comm *
+  # 0x9E3779B97F4A7C15) >> 58; a slot holding another comm counts as 0). A
+  # block stays decodable alone.
   seqDelta @4 :Bool;
+
+  # Epoch 3. Every list below but `kinds` may be empty where the block has no
+  # use for it.
+  # One element per event, in index order: the event's kind. The n-th event of
+  # kind K (counting from 0 within the block) is element n of K's list, so each
+  # list holds exactly as many elements as `kinds` names its kind (readers
+  # refuse a block where they disagree). A kind this reader does not know
+  # keeps its place in the index sequence and is read as an unknown event.
+  # At most kMaxBlockEvents (format.h) events.
+  kinds @5 :List(EventKind);
+  # Empty when every event's index gap is 0 (the usual case); otherwise one
+  # per event, with Event.indexGap's meaning: index = previous index in the
+  # block + 1 + gap (the first event: firstIndex + gap).
+  indexGaps @6 :List(Int64);
+  # One per event when every time delta of the block fits in an Int32, and
+  # `timeDeltas` is then empty; otherwise empty. time = previous event's time
+  # in the block + delta (the first event: baseTimeNs + delta), modulo 2^64.
+  timeDeltas32 @7 :List(Int32);
+  # The fingerprint hashes that op, ret and completion events carry by their
+  # flags, in index order: an op's sendHash when it has flag hasSendHash; a
+  # ret's recvHash when hasRecvHash; a completion's recvHash when
+  # hasRecvHash, then its sendHash when hasSendHash. Nothing else: the random
+  # bytes of every hash sit together, which the compressor passes over
+  # fastest. Readers refuse a column with values to spare or too few.
+  fingerprints @8 :List(UInt64);
+  ops @9 :List(OpRecord);
+  rets @10 :List(RetRecord);
+  completions @11 :List(CompletionRecord);
+  tests @12 :List(TestRecord);
+  commCreates @13 :List(CommCreateRecord);
+  commFrees @14 :List(CommFreeRecord);
+  groups @15 :List(GroupRecord);
+  entropies @16 :List(EntropyRecord);
+  seeds @17 :List(SeedRecord);
+  cudas @18 :List(CudaRecord);
+  marks @19 :List(MarkRecord);
+  errors @20 :List(ErrorRecord);
+  signals @21 :List(SignalRecord);
+  drops @22 :List(DropRecord);
+  infos @23 :List(InfoRecord);
+}
+
+# The kinds of events, in the order of Event's union. A new kind is added at
+# the end, here, to the union and as a list of EventBlock.
+enum EventKind {
+  op @0;
+  ret @1;
+  completion @2;
+  test @3;
+  commCreate @4;
+  commFree @5;
+  group @6;
+  entropy @7;
+  seed @8;
+  cuda @9;
+  mark @10;
+  error @11;
+  signal @12;
+  drop @13;
+  info @14;
 }
 
 struct Event {
@@ -454,4 +528,213 @@ struct Event {
       value @117 :Text;
     }
   }
+}
+
+# ---------------------------------------------------------------------------
+# Event records of format epoch 3, one struct per kind (EventBlock's lists).
+#
+# A record holds the fields of the Event union member of the same name, with
+# the same types, defaults and invariants (written there), and Event's
+# `thread` and `callSite`; index and time are in EventBlock's columns. A
+# fingerprint hash that its flag says is there (op sendHash with hasSendHash,
+# ...) is in EventBlock.fingerprints, and its field in the record is 0; the
+# field holds only a hash recorded without its flag (writers record none).
+# Rules for changing a record are those of any struct: a field added to a
+# union member is added to its record too, with the next ordinal here.
+
+struct OpRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  api @2 :UInt16;
+  kind @3 :OpKind;
+  flags @4 :UInt16;        # OpFlags
+  comm @5 :UInt64;
+  seq @6 :UInt64;          # relative to the communicator's previous one when EventBlock.seqDelta
+  peerSeq @7 :UInt64;
+  count @8 :Int64;
+  dtype @9 :DataType;
+  dtypeSize @10 :UInt32;
+  dtypeSig @11 :UInt64;
+  redop @12 :RedOp;
+  root @13 :Int32;         # -1 when not rooted
+  peer @14 :Int32;         # -1 any source, -2 MPI_PROC_NULL, -3 none
+  tag @15 :Int32;
+  sendBuf @16 :UInt64;
+  recvBuf @17 :UInt64;
+  stream @18 :UInt64;
+  request @19 :UInt64;
+  group @20 :UInt32;
+  bytes @21 :UInt64;
+  sendHash @22 :UInt64;    # 0 with flag hasSendHash: EventBlock.fingerprints holds it
+  sendNan @23 :UInt32;
+  sendInf @24 :UInt32;
+  counts @25 :List(Int64); # v-collectives' counts as passed; empty otherwise
+  recvPeer @26 :Int32 = -3;
+  recvTag @27 :Int32;
+  recvCount @28 :Int64;
+  recvDtype @29 :DataType;
+  recvDtypeSize @30 :UInt32;
+}
+
+struct RetRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  api @2 :UInt16;
+  rc @3 :Int32;
+  comm @4 :UInt64;
+  seq @5 :UInt64;          # relative to the communicator's previous one when EventBlock.seqDelta
+  peerSeq @6 :UInt64;
+  request @7 :UInt64;
+  recvHash @8 :UInt64;     # 0 with flag hasRecvHash: EventBlock.fingerprints holds it
+  recvNan @9 :UInt32;
+  recvInf @10 :UInt32;
+  source @11 :Int32;       # -3 unless a receive or probe
+  tag @12 :Int32;
+  recvCount @13 :Int64;    # -1 unless a receive
+  payloadHash @14 :UInt64;
+  payloadSize @15 :UInt64;
+  flags @16 :UInt16;       # OpFlags
+}
+
+struct CompletionRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  request @2 :UInt64;
+  api @3 :UInt16;
+  comm @4 :UInt64;
+  seq @5 :UInt64;          # relative to the communicator's previous one when EventBlock.seqDelta
+  peerSeq @6 :UInt64;
+  rc @7 :Int32;
+  recvHash @8 :UInt64;     # 0 with flag hasRecvHash: EventBlock.fingerprints holds it
+  recvNan @9 :UInt32;
+  recvInf @10 :UInt32;
+  source @11 :Int32;
+  tag @12 :Int32;
+  recvCount @13 :Int64;
+  payloadHash @14 :UInt64;
+  payloadSize @15 :UInt64;
+  flags @16 :UInt16;       # OpFlags
+  cancelled @17 :Bool;
+  sendHash @18 :UInt64;    # 0 with flag hasSendHash: EventBlock.fingerprints holds it
+  sendNan @19 :UInt32;
+  sendInf @20 :UInt32;
+}
+
+struct TestRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  api @2 :UInt16;
+  flag @3 :Bool;
+  index @4 :Int32;         # -1 (MPI_UNDEFINED) none
+  indices @5 :List(Int32);
+  source @6 :Int32;
+  tag @7 :Int32;
+  count @8 :Int64;
+  comm @9 :UInt64;
+  rc @10 :Int32;
+}
+
+struct CommCreateRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  comm @2 :UInt64;
+  parent @3 :UInt64;
+  api @4 :UInt16;
+  parentSeq @5 :UInt64;
+  color @6 :Int64;
+  key @7 :Int64;
+  size @8 :Int32;
+  rank @9 :Int32;
+  members @10 :List(Int32);# world ranks in communicator-rank order; empty if unknown
+  handle @11 :UInt64;
+  flags @12 :UInt16;       # CommFlags
+  uniqueId @13 :UInt64;
+  device @14 :Int32;       # -1 unless NCCL
+}
+
+struct CommFreeRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  comm @2 :UInt64;
+  api @3 :UInt16;
+  rc @4 :Int32;
+}
+
+struct GroupRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  isEnd @2 :Bool;
+  id @3 :UInt32;
+  depth @4 :UInt32;
+  api @5 :UInt16;
+  rc @6 :Int32;
+}
+
+struct EntropyRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  source @2 :EntropySource;
+  requested @3 :UInt64;
+  flags @4 :UInt32;
+  bytes @5 :Data;          # length = what the call returned
+  rc @6 :Int64;
+}
+
+struct SeedRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  source @2 :SeedSource;
+  value @3 :UInt64;
+  state @4 :UInt64;
+}
+
+struct CudaRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  op @2 :CudaOp;
+  stream @3 :UInt64;       # 0 legacy default stream, 2 per-thread default stream
+  event @4 :UInt64;
+  graph @5 :UInt64;
+  other @6 :UInt64;
+  rc @7 :Int32;
+  count @8 :UInt64;
+  device @9 :Int32;        # -1 unknown
+}
+
+struct MarkRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  name @2 :Text;           # at most 63 bytes
+  value @3 :Int64;
+}
+
+struct ErrorRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  source @2 :ErrorSource;
+  code @3 :Int32;
+  comm @4 :UInt64;
+  message @5 :Text;
+}
+
+struct SignalRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  signo @2 :Int32;
+  code @3 :Int32;
+  address @4 :UInt64;
+  fatal @5 :Bool;
+}
+
+struct DropRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  count @2 :UInt64;
+}
+
+struct InfoRecord {
+  thread @0 :UInt32;
+  callSite @1 :UInt64;
+  key @2 :Text;
+  value @3 :Text;
 }

@@ -59,6 +59,7 @@ int64_t Tid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
 
 struct PendingRecord {
   uint64_t index;
+  EventKind kind;
   RingRecord rec;
 };
 
@@ -126,6 +127,10 @@ Status TraceWriter::Start() {
   h.complete = false;
   h.close_reason = CloseReason::kNone;
   if (options_.dir.empty()) return Status::InvalidArgument("no trace directory given");
+  if (options_.block_events == 0 || options_.block_events > format::kMaxBlockEvents) {
+    return Status::InvalidArgument("events per block must be 1 to " + std::to_string(format::kMaxBlockEvents) +
+                                   ", not " + std::to_string(options_.block_events));
+  }
 
   REPLAY_RETURN_IF_ERROR(st.fs->CreateDirs(options_.dir, 0700).WithContext("trace directory"));
   std::string base = options_.dir + "/" + RankDirName(h.rank, h.pid);
@@ -358,7 +363,7 @@ Status TraceWriter::DrainOnce() {
         continue;
       }
       st.slot_end[i] = ring.Drain(s, budget, [&](const RingRecord& r) {
-        st.pending.push_back(PendingRecord{r.header->index, r});
+        st.pending.push_back(PendingRecord{r.header->index, static_cast<EventKind>(r.header->kind), r});
       });
     }
     if (st.pending.empty()) break;
@@ -373,7 +378,9 @@ Status TraceWriter::DrainOnce() {
       size_t n = std::min<size_t>(options_.block_events, st.pending.size() - at);
       const PendingRecord& first = st.pending[at];
       int64_t base_time = event_ns(first.rec.header->ticks);
-      st.encoder.Begin(n, first.index, base_time);
+      EventKindCounts kinds;
+      for (size_t i = at; i < at + n; ++i) kinds.Add(st.pending[i].kind);
+      st.encoder.Begin(kinds, first.index, base_time);
       for (size_t i = at; i < at + n; ++i) {
         const RingRecord& r = st.pending[i].rec;
         const RecordHeader& h = *r.header;
