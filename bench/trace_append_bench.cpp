@@ -15,7 +15,10 @@
 // the tail).
 //
 // Usage: trace_append_bench [--samples=N] [--rates=1000000,4000000] [--batch=64]
+//                           [--ring-kib=1024] [--flush-ms=1000]
 //                           [--dir=PATH] [--max-others-pct=25] [--quick]
+// --ring-kib and --flush-ms set the writer's ring slot size and flush interval
+// (REPLAY_RING_KB and REPLAY_FLUSH_MS of a recorded job).
 #include <cstdio>
 #include <sstream>
 
@@ -118,6 +121,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> rates = ParseList(flags.Str("rates", "1000000,4000000"));
   size_t batch = static_cast<size_t>(flags.Int("batch", 64));
   std::string parent = flags.Str("dir", "");
+  int64_t ring_kib = flags.Int("ring-kib", 1024);
+  int64_t flush_ms = flags.Int("flush-ms", 1000);
   double max_others = static_cast<double>(flags.Int("max-others-pct", 25)) / 100;
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
@@ -131,6 +136,8 @@ int main(int argc, char** argv) {
   o.header.rank = 0;
   o.header.world_size = 1;
   o.header.api_names = StreamApiNames();
+  o.ring_slot_bytes = static_cast<uint64_t>(ring_kib) << 10;
+  o.flush_interval_ns = flush_ms * 1'000'000;
   auto opened = TraceWriter::Open(o);
   if (!opened.ok()) {
     std::fprintf(stderr, "cannot open the writer: %s\n", opened.status().ToString().c_str());

@@ -124,6 +124,7 @@ SlotHeader* Ring::Claim(uint32_t thread, int64_t tid) {
     s->thread = thread;
     s->tid = tid;
     s->dropping = 0;
+    s->tail_seen = s->tail.load(std::memory_order_acquire);
     return s;
   };
   for (;;) {

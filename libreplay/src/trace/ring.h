@@ -57,10 +57,14 @@ struct RingHeader {
   int64_t start_mono_ns;          // RankHeader.startMonotonicNs: event times count from here
   std::atomic<uint32_t> slots_used;   // slots [0, slots_used) exist in the file
   std::atomic<uint32_t> closed;       // 1 once the writer drained everything and closed cleanly
-  std::atomic<uint64_t> next_index;   // the next event index to hand out
+  uint64_t unused;                    // 0; held the next index before it got a line of its own
   std::atomic<int32_t> fatal_signal;  // a fatal signal the process took, 0 if none
   std::atomic<uint64_t> lost_no_slot; // events lost because no slot was free
   std::atomic<uint32_t> failed;       // 1 once recording stopped on an error
+  // The next event index to hand out. Every append takes one with a locked
+  // increment, so it has a cache line to itself: the writer reads the fields
+  // above, and each of its reads would otherwise send the line away.
+  alignas(64) std::atomic<uint64_t> next_index;
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
 
@@ -79,6 +83,11 @@ struct SlotHeader {
   alignas(64) std::atomic<uint64_t> dropped;   // records the owner had to drop (ring full)
   std::atomic<uint64_t> drop_noted;            // of those, how many a Drop record reports
   uint32_t dropping;                           // owner-private: drop without waiting until drained
+  // Owner-private: `tail` as the owner last read it. The writer stores `tail`
+  // once per drain; appends compare against this copy and read `tail` again
+  // only when the copy says the slot is full (or past half full), so most
+  // appends never wait for that line to come back from the writer's core.
+  uint64_t tail_seen;
 };
 static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
 
@@ -153,7 +162,10 @@ class Ring {
     uint64_t head = slot->head.load(std::memory_order_relaxed);
     uint64_t pos = head & mask_;
     size_t pad = (pos + need > capacity_) ? capacity_ - pos : 0;
-    uint64_t tail = slot->tail.load(std::memory_order_acquire);
+    uint64_t tail = slot->tail_seen;
+    if (__builtin_expect(head + pad + need - tail > (capacity_ >> 1), 0)) {
+      tail = slot->tail_seen = slot->tail.load(std::memory_order_acquire);
+    }
     if (__builtin_expect(head + pad + need - tail > capacity_ ||
                              slot->dropped.load(std::memory_order_relaxed) !=
                                  slot->drop_noted.load(std::memory_order_relaxed),
@@ -166,6 +178,9 @@ class Ring {
       head += pad;
       pos = 0;
     }
+    // The locked increment waits for every earlier store to reach the cache,
+    // so it goes before the record's stores, whose lines may still be coming.
+    uint64_t index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
     uint8_t* dst = Data(slot) + pos;
     RecordHeader* h = reinterpret_cast<RecordHeader*>(dst);
     h->size = static_cast<uint32_t>(need);
@@ -175,7 +190,7 @@ class Ring {
     h->list_count = list_count;
     h->text_size = text_size;
     h->reserved = 0;
-    h->index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
+    h->index = index;
     h->ticks = ReadTicks();
     h->call_site = call_site;
     uint8_t* p = dst + sizeof(RecordHeader);
