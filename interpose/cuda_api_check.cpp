@@ -42,9 +42,11 @@ constexpr bool SameSignature(R1 (*)(A1...), R2 (*)(A2...)) {
                 #fn " in cuda_api.def does not match PFN_" #pfn " in cudaTypedefs.h");
 #define REPLAY_CUDA(fn, op, pfn, procs, names, params, args, roles) REPLAY_CUDA_CHECK_(fn, pfn, params)
 #define REPLAY_CUDA_RESOLVE(fn, pfn, procs, names, params, args, roles) REPLAY_CUDA_CHECK_(fn, pfn, params)
+#define REPLAY_CUDA_TEARDOWN(fn, pfn, procs, names, params, args, what) REPLAY_CUDA_CHECK_(fn, pfn, params)
 #include "cuda_api.def"
 #undef REPLAY_CUDA
 #undef REPLAY_CUDA_RESOLVE
+#undef REPLAY_CUDA_TEARDOWN
 #undef REPLAY_CUDA_CHECK_
 
 static_assert(CUDA_SUCCESS == kSuccess);

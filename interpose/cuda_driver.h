@@ -22,6 +22,7 @@ using CUgraphNode = void*;
 using CUcontext = void*;
 using CUfunction = void*;
 using CUdeviceptr = unsigned long long;
+using CUdevice = int;
 using cuuint64_t = uint64_t;
 
 constexpr CUresult kSuccess = 0;            // CUDA_SUCCESS

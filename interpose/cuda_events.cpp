@@ -29,6 +29,7 @@ namespace {
 using CUresult = int;
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
+constexpr CUresult kContextIsDestroyed = 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
@@ -49,6 +50,7 @@ struct Driver {
   CUresult (*memcpy_dtoh_async)(void*, uint64_t, size_t, void*) = nullptr;
   CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, void*) = nullptr;
   CUresult (*stream_synchronize)(void*) = nullptr;
+  CUresult (*stream_query)(void*) = nullptr;
   CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
   CUresult (*mem_free_host)(void*) = nullptr;
   // Graph capture (optional: drivers before CUDA 10 have neither).
@@ -61,6 +63,8 @@ struct Driver {
                             void**, void**) = nullptr;
   CUresult (*mem_host_alloc)(void**, size_t, unsigned) = nullptr;
   CUresult (*mem_host_get_device_pointer)(uint64_t*, void*, unsigned) = nullptr;
+  // Whether a device's primary context is still active (optional).
+  CUresult (*primary_ctx_get_state)(int, unsigned*, int*) = nullptr;
 };
 
 Driver Load() {
@@ -81,6 +85,7 @@ Driver Load() {
   x.memcpy_dtoh_async = reinterpret_cast<decltype(x.memcpy_dtoh_async)>(sym("cuMemcpyDtoHAsync_v2"));
   x.memcpy_htod_async = reinterpret_cast<decltype(x.memcpy_htod_async)>(sym("cuMemcpyHtoDAsync_v2"));
   x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
+  x.stream_query = reinterpret_cast<decltype(x.stream_query)>(sym("cuStreamQuery"));
   x.mem_alloc_host = reinterpret_cast<decltype(x.mem_alloc_host)>(sym("cuMemAllocHost_v2"));
   x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
   x.stream_is_capturing = reinterpret_cast<decltype(x.stream_is_capturing)>(sym("cuStreamIsCapturing"));
@@ -92,6 +97,8 @@ Driver Load() {
   x.mem_host_alloc = reinterpret_cast<decltype(x.mem_host_alloc)>(sym("cuMemHostAlloc"));
   x.mem_host_get_device_pointer =
       reinterpret_cast<decltype(x.mem_host_get_device_pointer)>(sym("cuMemHostGetDevicePointer_v2"));
+  x.primary_ctx_get_state =
+      reinterpret_cast<decltype(x.primary_ctx_get_state)>(sym("cuDevicePrimaryCtxGetState"));
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
          x.ctx_set_current && x.ctx_get_current;
   return x;
@@ -161,9 +168,13 @@ class RelaxedCapture {
 struct Watch {
   void* event;
   void* ctx;
-  std::function<void()> done;
+  int device;  // of ctx; -1 when unknown
+  std::function<void(int error)> done;
 };
 
+// The poller runs one watch at a time under `run_mu`, which a teardown of a
+// context (Teardown, below) holds across the driver's call: a result is never
+// read from memory the driver is freeing. Lock order: run_mu, then mu_.
 class Poller {
  public:
   void Add(Watch w) {
@@ -182,6 +193,35 @@ class Poller {
     return pending_.size();
   }
 
+  // With run_mu held: takes the watches `affected` selects out of the queue,
+  // in order.
+  template <typename Affected>
+  std::vector<Watch> Take(Affected&& affected) {
+    std::vector<Watch> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (affected(*it)) {
+        out.push_back(std::move(*it));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+  // With run_mu held: puts back watches taken out, ahead of newer ones.
+  void PutBack(std::vector<Watch> watches) {
+    if (watches.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.insert(pending_.begin(), std::make_move_iterator(watches.begin()),
+                      std::make_move_iterator(watches.end()));
+    }
+    cv_.notify_one();
+  }
+
+  std::mutex run_mu;
+
  private:
   void Loop() {
     sigset_t all;
@@ -194,17 +234,28 @@ class Poller {
     for (;;) {
       cv_.wait(lock, [&] { return !pending_.empty(); });
       // Oldest first: work on one stream completes in order.
-      while (!pending_.empty()) {
+      bool waiting = false;
+      while (!pending_.empty() && !waiting) {
+        void* event = pending_.front().event;
+        lock.unlock();
+        std::unique_lock<std::mutex> run(run_mu);
+        lock.lock();
+        // A teardown may have taken it meanwhile.
+        if (pending_.empty() || pending_.front().event != event) continue;
         Watch w = pending_.front();
         lock.unlock();
         if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
         CUresult r = d.event_query(w.event);
-        lock.lock();
-        if (r == kNotReady) break;
-        pending_.pop_front();
-        lock.unlock();
-        d.event_destroy(w.event);
-        w.done();
+        if (r == kNotReady) {
+          waiting = true;
+        } else {
+          lock.lock();
+          pending_.pop_front();
+          lock.unlock();
+          d.event_destroy(w.event);
+          w.done(r == kSuccess ? 0 : static_cast<int>(r));
+        }
+        run.unlock();
         lock.lock();
       }
       if (!pending_.empty()) {
@@ -214,6 +265,7 @@ class Poller {
       }
     }
   }
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Watch> pending_;
@@ -224,6 +276,41 @@ Poller& ThePoller() {
   static auto* p = new Poller();
   return *p;
 }
+
+// The device of each context seen, so that a device's teardown knows which
+// watches it ends. Learnt while the context is current; -1 otherwise.
+class Devices {
+ public:
+  int Of(const Driver& d, void* ctx) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [c, device] : known_) {
+      if (c == ctx) return device;
+    }
+    void* current = nullptr;
+    int device = -1;
+    if (ctx == nullptr || d.ctx_get_device == nullptr || d.ctx_get_current(&current) != kSuccess ||
+        current != ctx || d.ctx_get_device(&device) != kSuccess) {
+      return -1;
+    }
+    known_.emplace_back(ctx, device);
+    return device;
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    known_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<void*, int>> known_;
+};
+
+Devices& TheDevices() {
+  static auto* d = new Devices();
+  return *d;
+}
+
+int DeviceOf(const Driver& d, void* ctx) { return TheDevices().Of(d, ctx); }
 
 namespace fp = device_fingerprint;
 
@@ -237,6 +324,7 @@ class Kernels {
   struct Slot {
     fp::Result* host = nullptr;
     uint64_t device = 0;
+    uint64_t generation = 0;  // Kernels' generation when its memory was allocated
   };
 
   // The kernel in context `ctx` (current), loading it on first use; null if
@@ -266,7 +354,17 @@ class Kernels {
 
   void Give(const Slot& slot) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(slot);
+    if (slot.generation == generation_) free_.push_back(slot);
+  }
+
+  // A context was destroyed: its module and result memory are gone, and a new
+  // context may come at the same address. What was loaded and allocated so far
+  // is forgotten (memory in contexts still alive is left to the process).
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    functions_.clear();
+    free_.clear();
   }
 
  private:
@@ -284,7 +382,7 @@ class Kernels {
       return false;
     }
     for (size_t i = 0; i < kSlotsPerSlab; ++i) {
-      free_.push_back(Slot{static_cast<fp::Result*>(slab) + i, device + i * sizeof(fp::Result)});
+      free_.push_back(Slot{static_cast<fp::Result*>(slab) + i, device + i * sizeof(fp::Result), generation_});
     }
     return true;
   }
@@ -292,6 +390,7 @@ class Kernels {
   std::mutex mu_;
   std::vector<std::pair<void*, void*>> functions_;
   std::vector<Slot> free_;
+  uint64_t generation_ = 0;
 };
 
 Kernels& TheKernels() {
@@ -347,7 +446,7 @@ bool IsCapturing(void* stream) {
   return d.stream_is_capturing(stream, &status) == kSuccess && status != 0;
 }
 
-bool WatchStream(void* stream, std::function<void()> done) {
+bool WatchStream(void* stream, std::function<void(int error)> done) {
   const Driver& d = D();
   if (!d.ok || IsCapturing(stream)) return false;
   RelaxedCapture relaxed(d);
@@ -361,8 +460,15 @@ bool WatchStream(void* stream, std::function<void()> done) {
     d.event_destroy(event);
     return false;
   }
-  ThePoller().Add(Watch{event, ctx, std::move(done)});
+  ThePoller().Add(Watch{event, ctx, DeviceOf(d, ctx), std::move(done)});
   return true;
+}
+
+int StreamError(void* stream) {
+  const Driver& d = D();
+  if (!d.ok || d.stream_query == nullptr) return 0;
+  CUresult r = d.stream_query(stream);
+  return r == kSuccess || r == kNotReady ? 0 : static_cast<int>(r);
 }
 
 void* StageFromDevice(const void* device, size_t bytes, void* stream) {
@@ -442,5 +548,65 @@ bool CopyToDeviceAndWait(void* device, const void* host, size_t bytes, void* str
 }
 
 size_t PendingWatches() { return ThePoller().size(); }
+
+namespace {
+thread_local bool t_in_teardown = false;  // a teardown the driver makes inside one is part of it
+}  // namespace
+
+Teardown::Teardown(void* ctx, int device, bool release) noexcept : ctx_(ctx), device_(device), release_(release) {
+  const Driver& d = D();
+  if (!d.ok || t_in_teardown) return;
+  Poller& poller = ThePoller();
+  poller.run_mu.lock();
+  active_ = true;
+  t_in_teardown = true;
+  // What completed is recorded now, while its results are still readable.
+  std::vector<Watch> mine = poller.Take([this](const Watch& w) { return Affects(w.ctx, w.device); });
+  if (mine.empty()) return;
+  void* current = nullptr;
+  bool restore = d.ctx_get_current(&current) == kSuccess;
+  std::vector<Watch> rest;
+  for (Watch& w : mine) {
+    if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
+    CUresult r = d.event_query(w.event);
+    if (r == kNotReady) {
+      rest.push_back(std::move(w));
+      continue;
+    }
+    d.event_destroy(w.event);
+    w.done(r == kSuccess ? 0 : static_cast<int>(r));
+  }
+  if (restore) d.ctx_set_current(current);
+  poller.PutBack(std::move(rest));
+}
+
+bool Teardown::Affects(void* ctx, int device) const {
+  if (ctx_ != nullptr) return ctx == ctx_;
+  return device < 0 || device == device_;
+}
+
+void Teardown::Finish(int rc) noexcept {
+  if (!active_ || rc != kSuccess) return;
+  const Driver& d = D();
+  if (release_ && d.primary_ctx_get_state != nullptr) {
+    unsigned flags = 0;
+    int still_active = 0;
+    // Released but still retained elsewhere: nothing was destroyed.
+    if (d.primary_ctx_get_state(device_, &flags, &still_active) == kSuccess && still_active != 0) return;
+  }
+  // The context is gone, and with it the events and the memory of what had
+  // not completed: those operations did not complete.
+  for (Watch& w : ThePoller().Take([this](const Watch& w) { return Affects(w.ctx, w.device); })) {
+    w.done(kContextIsDestroyed);
+  }
+  TheKernels().Forget();
+  TheDevices().Forget();
+}
+
+Teardown::~Teardown() {
+  if (!active_) return;
+  t_in_teardown = false;
+  ThePoller().run_mu.unlock();
+}
 
 }  // namespace replay::interpose::cuda

@@ -39,10 +39,18 @@ bool IsDevicePointer(const void* ptr);
 // refuse such a stream.
 bool IsCapturing(void* stream);
 
-// Calls `done` (from the poller thread) once the work enqueued on `stream` so
-// far has completed. False when that cannot be watched (no driver, not a
-// stream, an error); the caller then decides completion itself.
-bool WatchStream(void* stream, std::function<void()> done);
+// Calls `done(0)` (from the poller thread) once the work enqueued on `stream`
+// so far has completed, or `done(error)` with the driver's error when the
+// stream or its context failed first (an earlier kernel faulted, the context
+// was destroyed): then what kernels and copies were to write is unknown and
+// may be gone with the context, so it must not be read. False when that
+// cannot be watched (no driver, not a stream, an error); the caller then
+// decides completion itself.
+bool WatchStream(void* stream, std::function<void(int error)> done);
+
+// The error `stream` is in (its context's sticky error, say), 0 if none or
+// when it cannot be asked.
+int StreamError(void* stream);
 
 // Enqueues on `stream` a copy of `bytes` bytes of device memory at `device`
 // into a new page-locked host buffer, and returns that buffer: its contents
@@ -79,5 +87,31 @@ bool SyncStream(void* stream);
 
 // Pending watches, for tests and shutdown.
 size_t PendingWatches();
+
+// Around an application call that destroys a context: cuCtxDestroy (`ctx`),
+// or cuDevicePrimaryCtxReset or cuDevicePrimaryCtxRelease (`device`;
+// `release`: only when it leaves the primary context inactive). Constructed
+// before the call: the watches in that context whose work has completed are
+// run while their results are still readable, and no other watch runs until
+// destruction. Finish(rc) after the call: if it succeeded, the watches left in
+// that context get done(CUDA_ERROR_CONTEXT_IS_DESTROYED), and the fingerprint
+// kernel and its result memory are loaded and allocated afresh, since a new
+// context may come at the same address.
+class Teardown {
+ public:
+  Teardown(void* ctx, int device, bool release) noexcept;
+  ~Teardown();
+  Teardown(const Teardown&) = delete;
+  Teardown& operator=(const Teardown&) = delete;
+  void Finish(int rc) noexcept;
+
+ private:
+  bool Affects(void* ctx, int device) const;
+
+  void* ctx_;
+  int device_;
+  bool release_;
+  bool active_ = false;
+};
 
 }  // namespace replay::interpose::cuda

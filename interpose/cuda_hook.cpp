@@ -23,9 +23,11 @@ constexpr int kSlots = 4;
 enum Row : int {
 #define REPLAY_CUDA(fn, ...) kRow_##fn,
 #define REPLAY_CUDA_RESOLVE(fn, ...) kRow_##fn,
+#define REPLAY_CUDA_TEARDOWN(fn, ...) kRow_##fn,
 #include "cuda_api.def"
 #undef REPLAY_CUDA
 #undef REPLAY_CUDA_RESOLVE
+#undef REPLAY_CUDA_TEARDOWN
   kRowCount
 };
 
@@ -72,9 +74,25 @@ Slot g_slots[kRowCount][kSlots];
     return reinterpret_cast<void*>(kWrappers[s]);                                                           \
   }
 
+#define REPLAY_CUDA_TEARDOWN(fn, typedef_name, procs, names, params, args, what)                                     \
+  using Fn_##fn = CUresult(*) params;                                                                       \
+  template <int S>                                                                                          \
+  CUresult W_##fn params noexcept {                                                                         \
+    Fn_##fn real = reinterpret_cast<Fn_##fn>(g_slots[kRow_##fn][S].real.load(std::memory_order_acquire));   \
+    Teardown t what;                                                                                        \
+    CUresult rc = real args;                                                                                \
+    t.Finish(rc);                                                                                           \
+    return rc;                                                                                              \
+  }                                                                                                         \
+  void* Wrapper_##fn(int s) {                                                                               \
+    static constexpr Fn_##fn kWrappers[kSlots] = {&W_##fn<0>, &W_##fn<1>, &W_##fn<2>, &W_##fn<3>};        \
+    return reinterpret_cast<void*>(kWrappers[s]);                                                           \
+  }
+
 #include "cuda_api.def"
 #undef REPLAY_CUDA
 #undef REPLAY_CUDA_RESOLVE
+#undef REPLAY_CUDA_TEARDOWN
 
 struct RowInfo {
   const char* fn;
@@ -87,9 +105,11 @@ struct RowInfo {
 constexpr RowInfo kRows[] = {
 #define REPLAY_CUDA(fn, op, typedef_name, procs, names, ...) {#fn, procs, names, &Wrapper_##fn},
 #define REPLAY_CUDA_RESOLVE(fn, typedef_name, procs, names, ...) {#fn, procs, names, &Wrapper_##fn},
+#define REPLAY_CUDA_TEARDOWN(fn, typedef_name, procs, names, ...) {#fn, procs, names, &Wrapper_##fn},
 #include "cuda_api.def"
 #undef REPLAY_CUDA
 #undef REPLAY_CUDA_RESOLVE
+#undef REPLAY_CUDA_TEARDOWN
 };
 static_assert(sizeof(kRows) / sizeof(kRows[0]) == kRowCount);
 

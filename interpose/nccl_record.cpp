@@ -99,7 +99,24 @@ void Complete(Recorder* rec, const Pending& p) {
   if (p.device && p.recv != nullptr && recv_fp == nullptr && StageDeviceData(rec, p.bytes)) {
     recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
   }
-  auto finish = [rec, p, recv_stage, recv_fp] {
+  auto finish = [rec, p, recv_stage, recv_fp](int error) {
+    if (error != 0) {
+      // The stream failed before it reached the end of the operation: it did
+      // not complete, and what the kernels and copies were to write is
+      // unknown (their memory may have gone with the context), so none of it
+      // is read or freed.
+      if (p.send_fp != nullptr) cuda::AbandonFingerprint(p.send_fp);
+      if (recv_fp != nullptr) cuda::AbandonFingerprint(recv_fp);
+      if (Recorder::Peek() != rec) return;
+      ErrorEvent e{ErrorSource::kCuda, error, p.comm};
+      const std::string api = ApiName(static_cast<ApiId>(p.api));
+      const bool p2p = api == "ncclSend" || api == "ncclRecv";
+      rec->Append(EventKind::kError, e, 0, {},
+                  api + (p2p ? " (peer seq " + std::to_string(p.peer_seq) : " (seq " + std::to_string(p.seq)) +
+                      "): CUDA error " + std::to_string(error) +
+                      " was reported on its stream before the operation was seen to complete on the GPU");
+      return;
+    }
     std::optional<Fingerprint> sent, received_fp;
     if (p.send_fp != nullptr) sent = cuda::TakeFingerprint(p.send_fp);
     if (recv_fp != nullptr) received_fp = cuda::TakeFingerprint(recv_fp);
@@ -154,6 +171,13 @@ void Complete(Recorder* rec, const Pending& p) {
     rec->Append(EventKind::kCompletion, c, 0);
   };
   if (p.device && cuda::WatchStream(p.stream, finish)) return;
+  if (p.device) {
+    // Not watched because the stream has failed: the operation will not complete.
+    if (int error = cuda::StreamError(p.stream); error != 0) {
+      finish(error);
+      return;
+    }
+  }
   if (p.device && (p.send_stage != nullptr || recv_stage != nullptr || p.send_fp != nullptr || recv_fp != nullptr)) {
     // Nothing tells when the copies and kernels are done: record the
     // completion without them, and leave the staging buffers and results to
@@ -167,7 +191,7 @@ void Complete(Recorder* rec, const Pending& p) {
     Complete(rec, bare);
     return;
   }
-  finish();
+  finish(0);
 }
 
 // An operation that was not enqueued after all (its call or its group failed,
@@ -177,7 +201,11 @@ void Discard(const Pending& p) {
   void* stage = p.send_stage;
   cuda::DeviceFingerprint* fp = p.send_fp;
   if (stage == nullptr && fp == nullptr) return;
-  if (!cuda::WatchStream(p.stream, [stage, fp] {
+  if (!cuda::WatchStream(p.stream, [stage, fp](int error) {
+        if (error != 0) {
+          if (fp != nullptr) cuda::AbandonFingerprint(fp);
+          return;
+        }
         cuda::FreeStaging(stage);
         if (fp != nullptr) cuda::TakeFingerprint(fp);
       })) {

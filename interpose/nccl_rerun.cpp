@@ -170,9 +170,10 @@ ncclResult_t Call::Serve() noexcept {
             }
           } else if (void* stage = cuda::StageFromDevice(sendbuff, r.bytes, stream)) {
             // A re-run may wait for its own stream.
-            cuda::SyncStream(stream);
-            f = FingerprintBuffer(stage, r.bytes, TypeOf(datatype), policy);
-            cuda::FreeStaging(stage);
+            if (cuda::SyncStream(stream)) {
+              f = FingerprintBuffer(stage, r.bytes, TypeOf(datatype), policy);
+              cuda::FreeStaging(stage);
+            }
           }
           if (f && (f->hash != want_hash || f->nan != want_nan)) {
             diff += "; the data sent differs: fingerprint " + Hex(f->hash) + " (recorded " + Hex(want_hash) + ")";

@@ -598,6 +598,124 @@ TEST_CASE("the kernel fingerprints device buffers beyond the hash limit, which c
   CHECK(found["findings"][0]["ranks"] == json::array({0}));
 }
 
+// Per rank, the nccl_device_program --counters line of what was used after its
+// context was destroyed.
+std::map<int, std::string> TeardownCounters(const std::string& output) {
+  std::map<int, std::string> out;
+  for (const std::string& line : Grep(output, "stale launches")) {
+    int rank = -1;
+    if (std::sscanf(line.c_str(), "rank %d", &rank) == 1) out[rank] = line.substr(line.find("stale"));
+  }
+  return out;
+}
+
+TEST_CASE("a device reset between steps leaves every completion recorded and the kernel loaded again",
+          "[e2e][nccl]") {
+  TempDir tmp;
+  // Two steps, cudaDeviceReset's driver call, two more steps in the new context.
+  const std::string args = "--steps 2 --reset --counters";
+  RunResult plain = Run(DeviceProgram(2, args));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(Grep(plain.output, "step 4 ").size() == 2);
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, args));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  // Nothing of the destroyed context was used after it went: no launch of the
+  // kernel loaded there, no query of the events placed there.
+  auto teardown = TeardownCounters(rec.output);
+  REQUIRE(teardown.size() == 2);
+  for (auto& [rank, line] : teardown) CHECK(line == "stale launches 0 dead queries 0");
+  // And the kernel was loaded again: every buffer of all four steps went through it.
+  for (auto& [rank, counts] : Counters(rec.output)) {
+    INFO("rank " << rank);
+    CHECK(counts.first == 4 * 4);  // per step: the allreduce's two buffers, the send's, the receive's
+  }
+  auto trace = ReadTrace(tmp / "t");
+  REQUIRE(trace.size() == 2);
+  for (auto& [rank, r] : trace) {
+    INFO("rank " << rank);
+    std::map<uint64_t, std::string> ops;  // request -> api
+    int completed = 0, errors = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kDevice) != 0 && e.op.request != 0) {
+        ops[e.op.request] = r.Api(e.op.api);
+      } else if (e.kind == EventKind::kCompletion && ops.count(e.completion.request) != 0) {
+        const std::string& api = ops[e.completion.request];
+        if (api == "ncclAllReduce" || api == "ncclSend") CHECK((e.completion.flags & op_flags::kHasSendHash) != 0);
+        if (api == "ncclAllReduce" || api == "ncclRecv") CHECK((e.completion.flags & op_flags::kHasRecvHash) != 0);
+        ++completed;
+      } else if (e.kind == EventKind::kError) {
+        ++errors;
+      }
+    }
+    CHECK(ops.size() == 4 * 3);
+    CHECK(completed == static_cast<int>(ops.size()));
+    CHECK(errors == 0);
+  }
+  int code = -1;
+  json found = Check(tmp / "t", &code);
+  INFO(Titles(found));
+  CHECK(code == 0);
+}
+
+TEST_CASE("an NCCL operation whose stream fails is recorded with the CUDA error, not as completed", "[e2e][nccl]") {
+  TempDir tmp;
+  // Rank 0's context takes a sticky error right after its last allreduce is enqueued.
+  const std::string args = "--steps 2 --fault 0";
+  RunResult plain = Run(DeviceProgram(2, args));
+  INFO(plain.output);
+  REQUIRE(Grep(plain.output, "rank 0 CUDA error 700 at step 2").size() == 1);
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, args));
+  INFO(rec.output);
+  // What the program sees is unchanged: its lines, its error, its exit code.
+  CHECK(rec.exit_code == plain.exit_code);
+  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  CHECK(Grep(rec.output, "rank 0 CUDA error 700 at step 2").size() == 1);
+  auto trace = ReadTrace(tmp / "t");
+  REQUIRE(trace.size() == 2);
+  for (auto& [rank, r] : trace) {
+    INFO("rank " << rank);
+    std::vector<uint64_t> requests;  // device operations, in call order
+    std::set<uint64_t> completed;
+    std::vector<std::string> errors;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kOp && (e.op.flags & op_flags::kDevice) != 0 && e.op.request != 0) {
+        requests.push_back(e.op.request);
+      } else if (e.kind == EventKind::kCompletion) {
+        completed.insert(e.completion.request);
+      } else if (e.kind == EventKind::kError) {
+        CHECK(e.error.source == ErrorSource::kCuda);
+        CHECK(e.error.code == 700);
+        errors.push_back(e.text);
+      }
+    }
+    REQUIRE(requests.size() == 2 * 3);
+    if (rank == 1) {
+      CHECK(completed.size() == requests.size());
+      CHECK(errors.empty());
+      continue;
+    }
+    // The last step's allreduce, send and receive never completed; each has
+    // an error event naming it instead.
+    for (size_t i = 3; i < requests.size(); ++i) CHECK(completed.count(requests[i]) == 0);
+    CHECK(errors.size() + completed.size() == requests.size());
+    for (const char* api : {"ncclAllReduce", "ncclSend", "ncclRecv"}) {
+      bool named = false;
+      for (const std::string& text : errors) named = named || text.rfind(api, 0) == 0;
+      CHECK(named);
+    }
+  }
+  int code = -1;
+  json found = Check(tmp / "t", &code);
+  INFO(Titles(found));
+  CHECK(code != 0);
+  REQUIRE(!found["findings"].empty());
+  CHECK(found["findings"][0]["kind"] == "error");
+  CHECK(found["findings"][0]["ranks"] == json::array({0}));
+}
+
 TEST_CASE("device memory is recognised when the CUDA driver is loaded after the first NCCL call", "[e2e][nccl]") {
   TempDir tmp;
   const std::string program = Mpirun(2) + " " + testing::BuildPath("tests/nccl_host/nccl_late_driver_program") + " " +

@@ -19,12 +19,25 @@
 // instantiated from it "runs" when launched. There is one context and one
 // device, 0.
 //
+// Failures, as a GPU has them: cuda_host_fault(code) puts the context in a
+// sticky error (a kernel faulted): from then on work cannot be enqueued and
+// every query and synchronisation answers `code`. Resetting the device
+// (cuDevicePrimaryCtxReset, or cuCtxDestroy of the context) clears it and
+// destroys what the context held: streams, events (queries answer
+// CUDA_ERROR_CONTEXT_IS_DESTROYED), device memory, page-locked memory (unmapped,
+// so a late read faults as it would on a GPU), modules and their functions (a
+// launch answers CUDA_ERROR_INVALID_HANDLE); the next context comes at the same
+// address. cuda_host_teardown_counters tells tests what was used after its
+// context went away.
+//
 // Functions that take a stream come twice, as the driver exports them: the
 // legacy default stream variant and the per-thread one (_ptsz, _ptds), and
 // cuGetProcAddress resolves names by CUDA version and per-thread flag as the
 // driver does, so that the preload meets several functions behind one name.
 //
 // Thread safety: every entry point may be called from any thread.
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +57,7 @@ constexpr CUresult kNotFound = 500;
 constexpr CUresult kNotReady = 600;
 constexpr CUresult kInvalidHandle = 400;
 constexpr CUresult kCaptureInvalidated = 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+constexpr CUresult kContextIsDestroyed = 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED
 constexpr int kPointerAttributeMemoryType = 2;
 constexpr unsigned kMemoryTypeHost = 1;
 constexpr unsigned kMemoryTypeDevice = 2;
@@ -51,12 +65,21 @@ constexpr int kPendingQueries = 2;
 constexpr int kDriverVersion = 13000;
 constexpr uint64_t kProcPerThread = 1 << 1;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 
+struct Stream;
+
 struct Event {
   int pending = 0;
+  int generation = 0;  // of the context it was created in
+  // Where it was last recorded, and how many synchronisations of that stream
+  // and of the context there had been: one more makes it ready.
+  const Stream* stream = nullptr;
+  uint64_t stream_syncs = 0;
+  uint64_t ctx_syncs = 0;
 };
 
 struct Stream {
   int pending = 0;
+  uint64_t syncs = 0;  // cuStreamSynchronize calls
   bool capturing = false;
   int captured = 0;  // kernels launched while capturing
   int nodes = 0;     // copies and event records enqueued while capturing
@@ -74,6 +97,15 @@ struct GraphExec {
 std::mutex g_mu;
 int g_fingerprint_kernels = 0;       // replay's fingerprint kernel, launched (cuda_host_counters)
 int g_device_to_host_copies = 0;     // cuMemcpyDtoH(Async), made
+CUresult g_sticky = 0;               // the context's sticky error (cuda_host_fault), 0 if none
+int g_generation = 0;                // contexts destroyed so far
+uint64_t g_ctx_syncs = 0;            // cuCtxSynchronize calls
+int g_stale_launches = 0;            // launches of a function of a destroyed context
+int g_dead_queries = 0;              // queries of an event of a destroyed context
+std::map<uintptr_t, size_t>& HostAllocations() {  // page-locked: start -> mapped size
+  static auto* m = new std::map<uintptr_t, size_t>();
+  return *m;
+}
 std::map<uintptr_t, size_t>& Allocations() {  // start -> size
   static auto* m = new std::map<uintptr_t, size_t>();
   return *m;
@@ -107,14 +139,27 @@ Stream* StreamOf(void* handle, bool per_thread) {
   return Streams().count(s) != 0 ? s : nullptr;
 }
 
-// Work enqueued on a stream; false for a stream that does not exist.
-bool Enqueue(void* handle, bool per_thread) {
+// Work enqueued on a stream: the sticky error, if any; invalid handle for a
+// stream that does not exist.
+CUresult Enqueue(void* handle, bool per_thread) {
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
   Stream* s = StreamOf(handle, per_thread);
-  if (s == nullptr) return false;
+  if (s == nullptr) return kInvalidHandle;
   s->pending = kPendingQueries;
   if (s->capturing) ++s->nodes;
-  return true;
+  return kSuccess;
+}
+
+// Page-locked memory, mapped on its own so that unmapping it at a reset makes a
+// late access fault.
+void* MapHost(size_t bytes) {
+  size_t size = (bytes == 0 ? 1 : bytes + 4095) & ~size_t{4095};
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);
+  HostAllocations()[reinterpret_cast<uintptr_t>(p)] = size;
+  return p;
 }
 
 }  // namespace
@@ -154,6 +199,8 @@ CUDA_HOST_API CUresult cuCtxGetDevice(int* device) {
 
 CUDA_HOST_API CUresult cuCtxSynchronize() {
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
+  ++g_ctx_syncs;
   for (Stream* s : Streams()) s->pending = 0;
   g_legacy_stream.pending = 0;
   return kSuccess;
@@ -185,12 +232,16 @@ CUDA_HOST_API CUresult cuMemFree_v2(uint64_t dptr) {
 
 CUDA_HOST_API CUresult cuMemAllocHost_v2(void** p, size_t bytes) {
   if (p == nullptr) return kInvalidValue;
-  *p = std::malloc(bytes == 0 ? 1 : bytes);
+  *p = MapHost(bytes);
   return *p != nullptr ? kSuccess : 2;
 }
 
 CUDA_HOST_API CUresult cuMemFreeHost(void* p) {
-  std::free(p);
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = HostAllocations().find(reinterpret_cast<uintptr_t>(p));
+  if (it == HostAllocations().end()) return kInvalidValue;  // not ours, or gone with its context
+  munmap(p, it->second);
+  HostAllocations().erase(it);
   return kSuccess;
 }
 
@@ -213,7 +264,7 @@ CUresult Copy(void* dst, const void* src, size_t bytes, bool dst_device, bool sr
               bool per_thread) {
   if (dst_device && !IsDevice(reinterpret_cast<uintptr_t>(dst))) return kInvalidValue;
   if (src_device && !IsDevice(reinterpret_cast<uintptr_t>(src))) return kInvalidValue;
-  if (!Enqueue(stream, per_thread)) return kInvalidHandle;
+  if (CUresult rc = Enqueue(stream, per_thread); rc != kSuccess) return rc;
   std::memcpy(dst, src, bytes);
   return kSuccess;
 }
@@ -250,11 +301,11 @@ CUresult Impl_cuMemcpy(bool per_thread, uint64_t dst, uint64_t src, size_t bytes
 
 template <typename T>
 CUresult Set(uint64_t dst, T value, size_t n, void* stream, bool per_thread) {
-  if (n == 0) return Enqueue(stream, per_thread) ? kSuccess : kInvalidHandle;
+  if (n == 0) return Enqueue(stream, per_thread);
   if (!IsDevice(static_cast<uintptr_t>(dst)) || !IsDevice(static_cast<uintptr_t>(dst + n * sizeof(T) - 1))) {
     return kInvalidValue;
   }
-  if (!Enqueue(stream, per_thread)) return kInvalidHandle;
+  if (CUresult rc = Enqueue(stream, per_thread); rc != kSuccess) return rc;
   T* p = reinterpret_cast<T*>(dst);
   for (size_t i = 0; i < n; ++i) p[i] = value;
   return kSuccess;
@@ -324,14 +375,17 @@ namespace {
 
 CUresult Impl_cuStreamSynchronize(bool per_thread, void* stream) {
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
   Stream* s = StreamOf(stream, per_thread);
   if (s == nullptr) return kInvalidHandle;
   s->pending = 0;
+  ++s->syncs;
   return kSuccess;
 }
 
 CUresult Impl_cuStreamQuery(bool per_thread, void* stream) {
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
   Stream* s = StreamOf(stream, per_thread);
   if (s == nullptr) return kInvalidHandle;
   if (s->pending > 0) {
@@ -343,7 +397,7 @@ CUresult Impl_cuStreamQuery(bool per_thread, void* stream) {
 
 CUresult Impl_cuStreamWaitEvent(bool per_thread, void* stream, void* event, unsigned) {
   if (event == nullptr) return kInvalidHandle;
-  return Enqueue(stream, per_thread) ? kSuccess : kInvalidHandle;
+  return Enqueue(stream, per_thread);
 }
 
 }  // namespace
@@ -356,7 +410,8 @@ CUDA_HOST_STREAM_API(cuStreamWaitEvent, _ptsz, (void* stream, void* event, unsig
 
 CUDA_HOST_API CUresult cuEventCreate(void** event, unsigned) {
   if (event == nullptr) return kInvalidValue;
-  *event = new Event();
+  std::lock_guard<std::mutex> lock(g_mu);
+  *event = new Event{0, g_generation};
   return kSuccess;
 }
 
@@ -365,10 +420,16 @@ namespace {
 CUresult Impl_cuEventRecordWithFlags(bool per_thread, void* event, void* stream, unsigned) {
   if (event == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
+  if (static_cast<Event*>(event)->generation != g_generation) return kContextIsDestroyed;
   Stream* s = StreamOf(stream, per_thread);
   if (s == nullptr) return kInvalidHandle;
   if (s->capturing) ++s->nodes;
-  static_cast<Event*>(event)->pending = kPendingQueries;
+  auto* e = static_cast<Event*>(event);
+  e->pending = kPendingQueries;
+  e->stream = s;
+  e->stream_syncs = s->syncs;
+  e->ctx_syncs = g_ctx_syncs;
   return kSuccess;
 }
 
@@ -386,7 +447,16 @@ CUDA_HOST_API CUresult cuEventQuery(void* event) {
   if (event == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
   Event* e = static_cast<Event*>(event);
-  if (e->pending > 0) {
+  if (e->generation != g_generation) {
+    ++g_dead_queries;
+    return kContextIsDestroyed;
+  }
+  if (g_sticky != kSuccess) return g_sticky;
+  const bool synchronised =
+      g_ctx_syncs > e->ctx_syncs ||
+      ((e->stream == &g_legacy_stream || Streams().count(const_cast<Stream*>(e->stream)) != 0) &&
+       e->stream->syncs > e->stream_syncs);
+  if (e->pending > 0 && !synchronised) {
     --e->pending;
     return kNotReady;
   }
@@ -396,6 +466,11 @@ CUDA_HOST_API CUresult cuEventQuery(void* event) {
 CUDA_HOST_API CUresult cuEventSynchronize(void* event) {
   if (event == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
+  if (static_cast<Event*>(event)->generation != g_generation) {
+    ++g_dead_queries;
+    return kContextIsDestroyed;
+  }
+  if (g_sticky != kSuccess) return g_sticky;
   static_cast<Event*>(event)->pending = 0;
   return kSuccess;
 }
@@ -410,33 +485,75 @@ CUDA_HOST_API CUresult cuEventDestroy(void* event) { return cuEventDestroy_v2(ev
 // Modules: any image holds replay's fingerprint kernel, and only that.
 
 namespace {
-int g_module = 0;               // the one module; its address is the handle
-int g_fingerprint_function = 0;  // the fingerprint kernel's handle
+// A module or function handle: the generation of the context it was made in.
+// Never freed, so that a stale handle can be told from a live one.
+struct Handle {
+  int generation;
+};
+std::set<const Handle*>& Modules() {
+  static auto* s = new std::set<const Handle*>();
+  return *s;
+}
+std::set<const Handle*>& Functions() {  // replay's fingerprint kernel, each time it was looked up
+  static auto* s = new std::set<const Handle*>();
+  return *s;
+}
 }  // namespace
 
 CUDA_HOST_API CUresult cuModuleLoadData(void** module, const void* image) {
   if (module == nullptr || image == nullptr) return kInvalidValue;
-  *module = &g_module;
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto* m = new Handle{g_generation};
+  Modules().insert(m);
+  *module = const_cast<Handle*>(m);
   return kSuccess;
 }
 
 CUDA_HOST_API CUresult cuModuleGetFunction(void** f, void* module, const char* name) {
-  if (f == nullptr || module != &g_module || name == nullptr) return kInvalidValue;
+  if (f == nullptr || name == nullptr) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto* m = static_cast<const Handle*>(module);
+  if (Modules().count(m) == 0) return kInvalidValue;
+  if (m->generation != g_generation) return kContextIsDestroyed;
   if (std::string_view(name) != "replay_fingerprint") return kNotFound;
-  *f = &g_fingerprint_function;
+  auto* fn = new Handle{g_generation};
+  Functions().insert(fn);
+  *f = const_cast<Handle*>(fn);
   return kSuccess;
 }
 
 CUDA_HOST_API CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
   if (p == nullptr) return kInvalidValue;
-  *p = std::malloc(bytes == 0 ? 1 : bytes);
+  *p = MapHost(bytes);
   return *p != nullptr ? kSuccess : 2;
 }
 
 CUDA_HOST_API CUresult cuMemHostGetDevicePointer_v2(uint64_t* dptr, void* p, unsigned flags) {
   if (dptr == nullptr || p == nullptr || flags != 0) return kInvalidValue;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto& h = HostAllocations();
+    auto it = h.upper_bound(reinterpret_cast<uintptr_t>(p));
+    if (it == h.begin() || reinterpret_cast<uintptr_t>(p) >= std::prev(it)->first + std::prev(it)->second) {
+      return kInvalidValue;
+    }
+  }
   *dptr = reinterpret_cast<uint64_t>(p);
   return kSuccess;
+}
+
+// Puts the context in the sticky error `code`, as a faulting kernel would.
+CUDA_HOST_API void cuda_host_fault(int code) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_sticky = code;
+}
+
+// What was used after its context was destroyed: launches of its functions,
+// queries and synchronisations of its events.
+CUDA_HOST_API void cuda_host_teardown_counters(int* stale_launches, int* dead_queries) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  *stale_launches = g_stale_launches;
+  *dead_queries = g_dead_queries;
 }
 
 // What the stand-in counted, for tests: fingerprint kernels launched and
@@ -454,13 +571,20 @@ namespace {
 CUresult Launch(void* f, void* stream, bool per_thread, void** params = nullptr) {
   if (f == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(g_mu);
+  if (g_sticky != kSuccess) return g_sticky;
+  const auto* fn = static_cast<const Handle*>(f);
+  const bool fingerprint = Functions().count(fn) != 0;
+  if (fingerprint && fn->generation != g_generation) {
+    ++g_stale_launches;
+    return kInvalidHandle;
+  }
   Stream* s = StreamOf(stream, per_thread);
   if (s == nullptr) return kInvalidHandle;
   if (s->capturing) {
     ++s->captured;
   } else {
     s->pending = kPendingQueries;
-    if (f == &g_fingerprint_function) {
+    if (fingerprint) {
       if (params == nullptr || params[0] == nullptr) return kInvalidValue;
       namespace fp = replay::device_fingerprint;
       const auto& job = *static_cast<const fp::Job*>(params[0]);
@@ -549,7 +673,7 @@ CUresult Impl_cuStreamIsCapturing(bool per_thread, void* stream, int* status) {
 
 CUresult Impl_cuGraphLaunch(bool per_thread, void* exec, void* stream) {
   if (exec == nullptr) return kInvalidValue;
-  return Enqueue(stream, per_thread) ? kSuccess : kInvalidHandle;
+  return Enqueue(stream, per_thread);
 }
 
 CUresult Instantiate(void** exec, void* graph) {
@@ -616,6 +740,11 @@ void* Fn(F* f) {
   return reinterpret_cast<void*>(f);
 }
 
+extern "C" CUresult cuCtxDestroy_v2(void* ctx);
+extern "C" CUresult cuDevicePrimaryCtxReset_v2(int device);
+extern "C" CUresult cuDevicePrimaryCtxRelease_v2(int device);
+extern "C" CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active);
+
 const Proc* Procs(size_t* n) {
   static const Proc kProcs[] = {
       {"cuInit", 2000, 0, Fn(&cuInit), nullptr},
@@ -625,6 +754,10 @@ const Proc* Procs(size_t* n) {
       {"cuCtxGetCurrent", 4000, 0, Fn(&cuCtxGetCurrent), nullptr},
       {"cuCtxSetCurrent", 4000, 0, Fn(&cuCtxSetCurrent), nullptr},
       {"cuCtxGetDevice", 2000, 0, Fn(&cuCtxGetDevice), nullptr},
+      {"cuCtxDestroy", 4000, 0, Fn(&cuCtxDestroy_v2), nullptr},
+      {"cuDevicePrimaryCtxReset", 11000, 0, Fn(&cuDevicePrimaryCtxReset_v2), nullptr},
+      {"cuDevicePrimaryCtxRelease", 11000, 0, Fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
+      {"cuDevicePrimaryCtxGetState", 7000, 0, Fn(&cuDevicePrimaryCtxGetState), nullptr},
       {"cuCtxSynchronize", 2000, 13000, Fn(&cuCtxSynchronize), nullptr},
       {"cuCtxSynchronize", 13000, 0, Fn(&cuCtxSynchronize_v2), nullptr},
       {"cuMemAlloc", 3020, 0, Fn(&cuMemAlloc_v2), nullptr},
@@ -737,4 +870,34 @@ CUDA_HOST_API CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
   return kSuccess;
 }
 
+// Released, the primary context stays active: the stand-in holds it retained.
 CUDA_HOST_API CUresult cuDevicePrimaryCtxRelease_v2(int device) { return device == 0 ? kSuccess : kInvalidValue; }
+
+CUDA_HOST_API CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+  if (device != 0 || flags == nullptr || active == nullptr) return kInvalidValue;
+  *flags = 0;
+  *active = 1;
+  return kSuccess;
+}
+
+// Destroys the context and everything it held (see the top); the next one
+// comes at the same address, with no error.
+CUDA_HOST_API CUresult cuDevicePrimaryCtxReset_v2(int device) {
+  if (device != 0) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_generation;
+  g_sticky = kSuccess;
+  for (Stream* s : Streams()) delete s;
+  Streams().clear();
+  g_legacy_stream = Stream();
+  for (const auto& [p, bytes] : Allocations()) std::free(reinterpret_cast<void*>(p));
+  Allocations().clear();
+  for (const auto& [p, size] : HostAllocations()) munmap(reinterpret_cast<void*>(p), size);
+  HostAllocations().clear();
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuCtxDestroy_v2(void* ctx) {
+  if (ctx != &g_context) return kInvalidHandle;
+  return cuDevicePrimaryCtxReset_v2(0);
+}

@@ -17,9 +17,16 @@
 // in the global mode; prints what else the graph captured: "rank R captured
 // nodes N", 0 unless something enqueued work of its own there), --counters
 // (at the end, what the driver stand-in counted: "rank R fingerprint kernels K
-// device-to-host copies C"). Run under mpirun.
+// device-to-host copies C" and "rank R stale launches L dead queries Q"),
+// --fault RANK (that rank's context takes a sticky CUDA error, as from a
+// faulting kernel, right after the last step's allreduce is enqueued: the
+// rank prints "rank R CUDA error E at step S" instead of its line and exits
+// with 3), --reset (after the steps, synchronise the context and reset the
+// device as cudaDeviceReset does, through the driver entry the CUDA runtime
+// would look up, then allocate again and run two more steps). Run under mpirun.
 #include <mpi.h>
 #include <nccl.h>
+#include <dlfcn.h>
 #include <sys/random.h>
 
 #include <cmath>
@@ -41,7 +48,10 @@ int cuStreamDestroy_v2(void* stream);
 int cuStreamBeginCapture_v2(void* stream, int mode);
 int cuStreamEndCapture(void* stream, void** graph);
 int cuda_host_graph_nodes(void* graph);
+int cuCtxSynchronize();
 void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies);
+void cuda_host_teardown_counters(int* stale_launches, int* dead_queries);
+void cuda_host_fault(int code);
 }
 
 namespace {
@@ -73,6 +83,8 @@ int main(int argc, char** argv) {
   bool collectives = false;
   bool capture = false;
   bool counters = false;
+  int fault_rank = -1;
+  bool reset = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -89,6 +101,10 @@ int main(int argc, char** argv) {
       capture = true;
     } else if (a == "--counters") {
       counters = true;
+    } else if (a == "--fault" && i + 1 < argc) {
+      fault_rank = std::atoi(argv[++i]);
+    } else if (a == "--reset") {
+      reset = true;
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -105,24 +121,29 @@ int main(int argc, char** argv) {
   Check(ncclCommInitRank(&comm, size, id, rank) == ncclSuccess, rank, "ncclCommInitRank");
 
   const size_t bytes = count * sizeof(float);
-  uint64_t d_send = 0, d_sum = 0, d_ring = 0;
-  Check(cuMemAlloc_v2(&d_send, bytes) == 0 && cuMemAlloc_v2(&d_sum, bytes) == 0 && cuMemAlloc_v2(&d_ring, bytes) == 0,
-        rank, "cuMemAlloc");
-  auto* send = reinterpret_cast<void*>(d_send);
-  auto* sum = reinterpret_cast<void*>(d_sum);
-  auto* ring = reinterpret_cast<void*>(d_ring);
   // --collectives: a buffer of `count` elements per rank, and one to receive into.
   const size_t all_bytes = bytes * static_cast<size_t>(size);
-  uint64_t d_all = 0, d_all_out = 0;
-  if (collectives) {
-    Check(cuMemAlloc_v2(&d_all, all_bytes) == 0 && cuMemAlloc_v2(&d_all_out, all_bytes) == 0, rank, "cuMemAlloc");
-    std::vector<float> halves(count * static_cast<size_t>(size), 0.5f);
-    Check(cuMemcpyHtoD_v2(d_all, halves.data(), all_bytes) == 0, rank, "cuMemcpyHtoD");
-  }
-  auto* all = reinterpret_cast<void*>(d_all);
-  auto* all_out = reinterpret_cast<void*>(d_all_out);
+  uint64_t d_send = 0, d_sum = 0, d_ring = 0, d_all = 0, d_all_out = 0;
+  void *send = nullptr, *sum = nullptr, *ring = nullptr, *all = nullptr, *all_out = nullptr;
+  auto allocate = [&] {
+    Check(cuMemAlloc_v2(&d_send, bytes) == 0 && cuMemAlloc_v2(&d_sum, bytes) == 0 &&
+              cuMemAlloc_v2(&d_ring, bytes) == 0,
+          rank, "cuMemAlloc");
+    send = reinterpret_cast<void*>(d_send);
+    sum = reinterpret_cast<void*>(d_sum);
+    ring = reinterpret_cast<void*>(d_ring);
+    if (collectives) {
+      Check(cuMemAlloc_v2(&d_all, all_bytes) == 0 && cuMemAlloc_v2(&d_all_out, all_bytes) == 0, rank, "cuMemAlloc");
+      std::vector<float> halves(count * static_cast<size_t>(size), 0.5f);
+      Check(cuMemcpyHtoD_v2(d_all, halves.data(), all_bytes) == 0, rank, "cuMemcpyHtoD");
+      all = reinterpret_cast<void*>(d_all);
+      all_out = reinterpret_cast<void*>(d_all_out);
+    }
+  };
+  allocate();
   std::vector<float> host(count), out(count), back(count);
-  for (int step = 1; step <= steps; ++step) {
+  int faulted = 0;
+  auto run_step = [&](int step) {
     for (size_t i = 0; i < count; ++i) {
       seed = seed * 1664525u + 1013904223u;
       host[i] = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
@@ -130,6 +151,7 @@ int main(int argc, char** argv) {
     if (rank == nan_rank && step == nan_step) host[count / 2] = std::nanf("");
     Check(cuMemcpyHtoD_v2(d_send, host.data(), bytes) == 0, rank, "cuMemcpyHtoD");
     Check(ncclAllReduce(send, sum, count, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, rank, "ncclAllReduce");
+    if (rank == fault_rank && step == steps) cuda_host_fault(700);  // CUDA_ERROR_ILLEGAL_ADDRESS
     Check(ncclGroupStart() == ncclSuccess, rank, "ncclGroupStart");
     Check(ncclSend(send, count, ncclFloat32, (rank + 1) % size, comm, nullptr) == ncclSuccess, rank, "ncclSend");
     Check(ncclRecv(ring, count, ncclFloat32, (rank + size - 1) % size, comm, nullptr) == ncclSuccess, rank,
@@ -148,13 +170,29 @@ int main(int argc, char** argv) {
       Check(ncclGather(send, all_out, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclGather");
       Check(ncclScatter(all, ring, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclScatter");
     }
-    Check(cuStreamSynchronize(nullptr) == 0, rank, "cuStreamSynchronize");
+    if (int rc = cuStreamSynchronize(nullptr); rc != 0) {
+      Check(rank == fault_rank, rank, "cuStreamSynchronize");
+      std::printf("rank %d CUDA error %d at step %d\n", rank, rc, step);
+      std::fflush(stdout);
+      faulted = rc;
+      return;
+    }
     Check(cuMemcpyDtoH_v2(out.data(), d_sum, bytes) == 0 && cuMemcpyDtoH_v2(back.data(), d_ring, bytes) == 0, rank,
           "cuMemcpyDtoH");
     std::printf("step %d rank %d sum %a %016llx ring %016llx\n", step, rank, static_cast<double>(out[0]),
                 static_cast<unsigned long long>(Fnv(out.data(), bytes)),
                 static_cast<unsigned long long>(Fnv(back.data(), bytes)));
     std::fflush(stdout);
+  };
+  for (int step = 1; step <= steps; ++step) run_step(step);
+  if (reset && faulted == 0) {
+    Check(cuCtxSynchronize() == 0, rank, "cuCtxSynchronize");
+    // Looked up as the CUDA runtime looks up what it calls.
+    using Reset = int (*)(int);
+    auto device_reset = reinterpret_cast<Reset>(dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxReset_v2"));
+    Check(device_reset != nullptr && device_reset(0) == 0, rank, "cuDevicePrimaryCtxReset");
+    allocate();  // the reset freed every allocation
+    for (int step = steps + 1; step <= steps + 2; ++step) run_step(step);
   }
   if (capture) {
     void* stream = nullptr;
@@ -173,6 +211,9 @@ int main(int argc, char** argv) {
     int kernels = 0, copies = 0;
     cuda_host_counters(&kernels, &copies);
     std::printf("rank %d fingerprint kernels %d device-to-host copies %d\n", rank, kernels, copies);
+    int stale = 0, dead = 0;
+    cuda_host_teardown_counters(&stale, &dead);
+    std::printf("rank %d stale launches %d dead queries %d\n", rank, stale, dead);
     std::fflush(stdout);
   }
   cuMemFree_v2(d_send);
@@ -184,5 +225,5 @@ int main(int argc, char** argv) {
   }
   ncclCommDestroy(comm);
   MPI_Finalize();
-  return 0;
+  return faulted != 0 ? 3 : 0;
 }
