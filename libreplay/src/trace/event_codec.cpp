@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "trace/event_codec.h"
 
 #include <capnp/any.h>
@@ -762,6 +763,14 @@ std::span<const uint8_t> EventBlockEncoder::Encode(std::span<const Event> events
 
 namespace {
 
+// Room for `n` more events. Blocks are decoded one after another into one
+// vector: growing it to the exact size each time would move every event
+// decoded so far once per block.
+void ReserveFor(std::vector<Event>* out, size_t n) {
+  const size_t need = out->size() + n;
+  if (need > out->capacity()) out->reserve(std::max(need, out->capacity() * 2));
+}
+
 // The `seq` of op, ret and completion events back from its stored difference.
 void ApplySeqDelta(SeqTable* seqs, Event* e) {
   switch (e->kind) {
@@ -799,7 +808,7 @@ Status DecodeEventList(s::EventBlock::Reader block, std::vector<Event>* out) {
       capnp::AnyStruct::Reader(events[0]).getDataSection().size() < kFirstEventDataWords * sizeof(capnp::word)) {
     return Status::Corruption("event block holds events smaller than any writer makes");
   }
-  out->reserve(out->size() + events.size());
+  ReserveFor(out, events.size());
   for (unsigned i = 0; i < events.size(); ++i) {
     auto r = events[i];
     Event e;
@@ -900,7 +909,7 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     e->call_site = r.getCallSite();
     return r;
   };
-  out->reserve(out->size() + n);
+  ReserveFor(out, n);
   for (unsigned i = 0; i < n; ++i) {
     Event e;
     index = index + 1 + (index_gaps.size() != 0 ? static_cast<uint64_t>(index_gaps[i]) : 0);
