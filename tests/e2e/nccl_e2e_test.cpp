@@ -437,6 +437,37 @@ TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing i
   }
 }
 
+TEST_CASE("check names the rank that launched a CUDA graph holding an NCCL allreduce fewer times", "[e2e][nccl]") {
+  TempDir tmp;
+  // Each rank captures one allreduce into a graph and launches it three
+  // times, rank 1 only twice: the others' third run waits for it.
+  for (const char* skip : {"", " --skip-launch 1"}) {
+    INFO("skip:" << skip);
+    const std::string dir = tmp / (*skip == '\0' ? "even" : "skip");
+    RunResult rec = Run(Replay() + " record -o " + dir + " -- " +
+                        DeviceProgram(2, std::string("--steps 1 --capture --launches 3") + skip));
+    INFO(rec.output);
+    REQUIRE(rec.exit_code == 0);
+    int code = -1;
+    json found = Check(dir, &code);
+    INFO(Titles(found));
+    if (*skip == '\0') {
+      CHECK(code == 0);
+      continue;
+    }
+    CHECK(Grep(rec.output, "rank 1 launched the graph 2 times").size() == 1);
+    CHECK(code != 0);
+    REQUIRE(found["findings"].size() == 1);
+    const json& f = found["findings"][0];
+    CHECK(f["kind"] == "missing_ranks");
+    CHECK(f["ranks"] == json::array({1}));
+    CHECK(f["op"] == "ncclAllReduce");
+    CHECK(f["data"]["captured"] == true);
+    CHECK(f["data"]["launches"] == json({{"0", 3}, {"1", 2}}));
+    CHECK(f["title"].get<std::string>().find("captured into a CUDA graph") != std::string::npos);
+  }
+}
+
 TEST_CASE("device buffers: completions come from CUDA events, data from copies made on the stream", "[e2e][nccl]") {
   TempDir tmp;
   RunResult plain = Run(DeviceProgram(2, "--steps 3"));

@@ -15,7 +15,9 @@
 // collective once, on device buffers of exactly the size each needs),
 // --capture (after the steps, an allreduce on a stream capturing a CUDA graph
 // in the global mode; prints what else the graph captured: "rank R captured
-// nodes N", 0 unless something enqueued work of its own there), --counters
+// nodes N", 0 unless something enqueued work of its own there), --launches N
+// (with --capture: instantiate the graph and launch it N times), --skip-launch
+// RANK (that rank launches it once less), --counters
 // (at the end, what the driver stand-in counted: "rank R fingerprint kernels K
 // device-to-host copies C" and "rank R stale launches L dead queries Q"),
 // --fault RANK (that rank's context takes a sticky CUDA error, as from a
@@ -45,8 +47,6 @@ int cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t bytes);
 int cuStreamSynchronize(void* stream);
 int cuStreamCreate(void** stream, unsigned flags);
 int cuStreamDestroy_v2(void* stream);
-int cuStreamBeginCapture_v2(void* stream, int mode);
-int cuStreamEndCapture(void* stream, void** graph);
 int cuda_host_graph_nodes(void* graph);
 int cuCtxSynchronize();
 void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies);
@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   bool counters = false;
   int fault_rank = -1;
   bool reset = false;
+  int launches = 0;
+  int skip_rank = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -105,6 +107,10 @@ int main(int argc, char** argv) {
       fault_rank = std::atoi(argv[++i]);
     } else if (a == "--reset") {
       reset = true;
+    } else if (a == "--launches" && i + 1 < argc) {
+      launches = std::atoi(argv[++i]);
+    } else if (a == "--skip-launch" && i + 1 < argc) {
+      skip_rank = std::atoi(argv[++i]);
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -195,16 +201,33 @@ int main(int argc, char** argv) {
     for (int step = steps + 1; step <= steps + 2; ++step) run_step(step);
   }
   if (capture) {
+    // The graph calls, looked up as the CUDA runtime looks up what it calls.
+    auto begin_capture = reinterpret_cast<int (*)(void*, int)>(dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2"));
+    auto end_capture = reinterpret_cast<int (*)(void*, void**)>(dlsym(RTLD_DEFAULT, "cuStreamEndCapture"));
+    auto instantiate = reinterpret_cast<int (*)(void**, void*, unsigned long long)>(
+        dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags"));
+    auto launch = reinterpret_cast<int (*)(void*, void*)>(dlsym(RTLD_DEFAULT, "cuGraphLaunch"));
+    Check(begin_capture != nullptr && end_capture != nullptr && instantiate != nullptr && launch != nullptr, rank,
+          "dlsym of the graph functions");
     void* stream = nullptr;
     Check(cuStreamCreate(&stream, 1) == 0, rank, "cuStreamCreate");
-    Check(cuStreamBeginCapture_v2(stream, 0) == 0, rank, "cuStreamBeginCapture");
+    Check(begin_capture(stream, 0) == 0, rank, "cuStreamBeginCapture");
     Check(ncclAllReduce(send, sum, count, ncclFloat32, ncclSum, comm, static_cast<cudaStream_t>(stream)) ==
               ncclSuccess,
           rank, "ncclAllReduce (captured)");
     void* graph = nullptr;
-    Check(cuStreamEndCapture(stream, &graph) == 0, rank, "cuStreamEndCapture");
+    Check(end_capture(stream, &graph) == 0, rank, "cuStreamEndCapture");
     std::printf("rank %d captured nodes %d\n", rank, cuda_host_graph_nodes(graph));
     std::fflush(stdout);
+    if (launches > 0) {
+      void* exec = nullptr;
+      Check(instantiate(&exec, graph, 0) == 0, rank, "cuGraphInstantiateWithFlags");
+      const int mine = rank == skip_rank ? launches - 1 : launches;
+      for (int i = 0; i < mine; ++i) Check(launch(exec, stream) == 0, rank, "cuGraphLaunch");
+      Check(cuStreamSynchronize(stream) == 0, rank, "cuStreamSynchronize");
+      std::printf("rank %d launched the graph %d times\n", rank, mine);
+      std::fflush(stdout);
+    }
     cuStreamDestroy_v2(stream);
   }
   if (counters) {

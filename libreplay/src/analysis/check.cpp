@@ -162,6 +162,7 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
 
   std::vector<analysis::RankedFinding> found;
   analysis::CheckCollectives(*job, &found);
+  analysis::CheckGraphLaunches(*job, &found);
   analysis::CheckOrder(*job, &found);
   analysis::CheckPointToPoint(*job, &found);
   analysis::CheckErrors(*job, &found);

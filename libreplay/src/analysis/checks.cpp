@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "analysis/taxonomy.h"
@@ -685,6 +686,68 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
   broken.Annotate(&local, "collectives are incomplete or mismatched as well");
   outputs.Annotate(&local, "collectives also gave different results");
   for (RankedFinding& f : local) out->push_back(std::move(f));
+}
+
+// ---------------------------------------------------------------------------
+// CUDA graphs: a collective captured into a graph runs at each launch of the
+// graph, not when it was called. Every member captures it once, so the
+// collective checks see it matched; a member that launched the graph fewer
+// times leaves the others waiting in a run it never starts.
+
+void CheckGraphLaunches(const JobView& job, std::vector<RankedFinding>* out) {
+  struct Seen {
+    int32_t rank;
+    const RankDigest* d;
+    const CapturedColl* c;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<Seen>> by_coll;
+  for (const RankDigest& d : job.digests) {
+    for (const CapturedColl& c : d.captured) by_coll[{c.comm, c.seq}].push_back({d.rank, &d, &c});
+  }
+  Narrator n(job);
+  std::set<uint64_t> reported;  // one finding per communicator: later ones follow from it
+  for (const auto& [key, seen] : by_coll) {
+    if (seen.size() < 2 || reported.count(key.first) != 0) continue;
+    std::map<uint64_t, std::vector<int32_t>> by_launches;  // launches -> ranks
+    for (const Seen& s : seen) by_launches[s.c->launches].push_back(s.rank);
+    if (by_launches.size() < 2) continue;
+    reported.insert(key.first);
+    const uint64_t most = by_launches.rbegin()->first;
+    const std::vector<int32_t>& full = by_launches.rbegin()->second;
+    std::vector<int32_t> fewer;
+    for (const auto& [launches, ranks] : by_launches) {
+      if (launches != most) fewer.insert(fewer.end(), ranks.begin(), ranks.end());
+    }
+    const Seen& ref = seen.front();
+    const std::string api = ref.d->Api(ref.c->api);
+    const uint64_t least = by_launches.begin()->first;
+    Finding f = Make(FindingKind::kMissingRanks);
+    f.comm = n.Comm(key.first);
+    f.seq = key.second;
+    f.op = api;
+    f.ranks = fewer;
+    if (ref.c->call_site != 0) f.call_site = n.Site(ref.rank, ref.c->call_site);
+    f.title = api + " on " + job.lineage.Name(key.first) + " #" + std::to_string(key.second) +
+              ", captured into a CUDA graph, ran " + std::to_string(most) + (most == 1 ? " time" : " times") +
+              " on " + Ranks(full) + " but " + std::to_string(least) + " on " + Ranks(by_launches.begin()->second) +
+              ": " + (fewer.size() == 1 ? "it never launched" : "they never launched") +
+              " the graph for run " + std::to_string(least + 1);
+    nlohmann::json launches = nlohmann::json::object();
+    for (const auto& [count, ranks] : by_launches) {
+      std::string line = Ranks(ranks) + ": " + std::to_string(count) + (count == 1 ? " launch" : " launches");
+      for (int32_t r : ranks) launches[std::to_string(r)] = count;
+      f.details.push_back(line);
+    }
+    for (size_t i = 0; i < fewer.size() && i < 16; ++i) {
+      f.details.push_back("rank " + std::to_string(fewer[i]) + ": " + n.Doing(fewer[i]));
+    }
+    f.data["captured"] = true;
+    f.data["launches"] = launches;
+    f.data["missing"] = fewer;
+    int64_t time = 0;
+    for (const Seen& s : seen) time = std::max(time, s.d->Abs(s.c->enter_ns));
+    out->push_back({std::move(f), 0, time});
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -90,6 +90,7 @@ class Narrator {
 };
 
 void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out);
+void CheckGraphLaunches(const JobView& job, std::vector<RankedFinding>* out);
 void CheckOrder(const JobView& job, std::vector<RankedFinding>* out);
 void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out);
 void CheckErrors(const JobView& job, std::vector<RankedFinding>* out);

@@ -233,6 +233,7 @@ class Scanner {
       case EventKind::kCompletion: OnCompletion(e); break;
       case EventKind::kCommCreate: OnCommCreate(e); break;
       case EventKind::kError: OnError(e); break;
+      case EventKind::kCuda: OnCuda(e); break;
       case EventKind::kSignal:
         if (e.signal.fatal && d_.fatal_signal == 0) {
           d_.fatal_signal = e.signal.signo;
@@ -328,6 +329,10 @@ class Scanner {
       last = std::max(last, op.seq);
       int64_t index = static_cast<int64_t>(d_.collectives.size());
       d_.collectives.push_back(c);
+      if ((op.flags & op_flags::kGraphCaptured) != 0) {
+        capturing_[op.stream].push_back(d_.captured.size());
+        d_.captured.push_back(CapturedColl{op.comm, op.seq, op.api, e.call_site, e.time_ns, 0, -1});
+      }
       if (nonblocking && op.request != 0) {
         requests_[op.request] = Pending{index, CallOf(e)};
       } else {
@@ -460,6 +465,41 @@ class Scanner {
     return until < 0 || until - d_.Abs(enter_ns) >= options_.min_wait_ns;
   }
 
+  // CUDA graphs: which captured collectives each capture, graph and executable
+  // graph holds, and each launch of an executable graph.
+  void OnCuda(const Event& e) {
+    const CudaEvent& c = e.cuda;
+    if (c.rc != 0) return;
+    switch (c.op) {
+      case CudaOp::kCaptureBegin:
+        capturing_[c.stream].clear();
+        break;
+      case CudaOp::kCaptureEnd: {
+        auto it = capturing_.find(c.stream);
+        if (it == capturing_.end()) break;
+        graphs_[c.graph] = std::move(it->second);
+        capturing_.erase(it);
+        break;
+      }
+      case CudaOp::kGraphInstantiate: {
+        auto it = graphs_.find(c.other);
+        if (it != graphs_.end()) execs_[c.graph] = it->second;
+        break;
+      }
+      case CudaOp::kGraphLaunch: {
+        auto it = execs_.find(c.graph);
+        if (it == execs_.end()) break;
+        for (size_t i : it->second) {
+          ++d_.captured[i].launches;
+          d_.captured[i].last_launch_ns = e.time_ns;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
   void Finish() {
     for (size_t i = recent_count_ > kRecentTransitions ? recent_count_ - kRecentTransitions : 0; i < recent_count_; ++i) {
       d_.recent_transitions.push_back(recent_[i % kRecentTransitions]);
@@ -506,6 +546,9 @@ class Scanner {
   Thread* cached_thread_ = nullptr;
   std::unordered_map<uint64_t, size_t> channel_index_;
   std::unordered_map<uint64_t, uint64_t> last_sig_at_site_;
+  std::unordered_map<uint64_t, std::vector<size_t>> capturing_;  // stream -> d_.captured indices
+  std::unordered_map<uint64_t, std::vector<size_t>> graphs_;     // graph -> d_.captured indices
+  std::unordered_map<uint64_t, std::vector<size_t>> execs_;      // executable graph -> the same
   uint64_t recent_[kRecentTransitions] = {};
   size_t recent_count_ = 0;
   bool received_nan_ = false;

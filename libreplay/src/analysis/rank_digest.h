@@ -74,6 +74,18 @@ struct CollEntry {
   uint64_t prev_seq = 0;
 };
 
+// A collective captured into a CUDA graph: it runs on the GPU at each launch of
+// an executable graph made from that graph, not when it was called.
+struct CapturedColl {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  uint16_t api = 0;
+  uint64_t call_site = 0;
+  int64_t enter_ns = 0;       // the call, during the capture
+  uint64_t launches = 0;      // successful launches of executable graphs holding it
+  int64_t last_launch_ns = -1;
+};
+
 // A communicator as one member saw it created.
 struct CommRecord {
   uint64_t id = 0;
@@ -173,6 +185,8 @@ struct RankDigest {
   std::vector<uint64_t> recent_transitions;
 
   std::vector<std::pair<std::string, std::string>> info;  // mpi.* facts
+
+  std::vector<CapturedColl> captured;   // collectives captured into CUDA graphs, in call order
 
   // Absolute wall-clock time of a rank-relative time.
   int64_t Abs(int64_t rank_ns) const { return header.start_realtime_ns + rank_ns; }
