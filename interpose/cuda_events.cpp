@@ -169,6 +169,11 @@ struct Watch {
   void* event;
   void* ctx;
   int device;  // of ctx; -1 when unknown
+  void* stream;
+  // The application synchronised the stream (or the context) after this was
+  // enqueued, and the driver said success: the work is known to have run,
+  // whatever the driver answers about the event later (a sticky error).
+  bool reached = false;
   std::function<void(int error)> done;
 };
 
@@ -209,6 +214,20 @@ class Poller {
     }
     return out;
   }
+  // Marks the pending watches `which` selects as reached.
+  template <typename Which>
+  void MarkReached(Which&& which) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Watch& w : pending_) {
+      if (which(w)) w.reached = true;
+    }
+  }
+  // With run_mu held: whether the oldest pending watch was reached.
+  bool FrontReached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !pending_.empty() && pending_.front().reached;
+  }
+
   // With run_mu held: puts back watches taken out, ahead of newer ones.
   void PutBack(std::vector<Watch> watches) {
     if (watches.empty()) return;
@@ -246,6 +265,7 @@ class Poller {
         lock.unlock();
         if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
         CUresult r = d.event_query(w.event);
+        if (r != kSuccess && r != kNotReady && FrontReached()) r = kSuccess;
         if (r == kNotReady) {
           waiting = true;
         } else {
@@ -460,8 +480,18 @@ bool WatchStream(void* stream, std::function<void(int error)> done) {
     d.event_destroy(event);
     return false;
   }
-  ThePoller().Add(Watch{event, ctx, DeviceOf(d, ctx), std::move(done)});
+  ThePoller().Add(Watch{event, ctx, DeviceOf(d, ctx), stream, false, std::move(done)});
   return true;
+}
+
+void StreamReached(void* stream) {
+  ThePoller().MarkReached([stream](const Watch& w) { return w.stream == stream; });
+}
+
+void ContextReached(void* ctx) {
+  const Driver& d = D();
+  if (ctx == nullptr && (!d.ok || d.ctx_get_current(&ctx) != kSuccess || ctx == nullptr)) return;
+  ThePoller().MarkReached([ctx](const Watch& w) { return w.ctx == ctx; });
 }
 
 int StreamError(void* stream) {
@@ -569,6 +599,7 @@ Teardown::Teardown(void* ctx, int device, bool release) noexcept : ctx_(ctx), de
   for (Watch& w : mine) {
     if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
     CUresult r = d.event_query(w.event);
+    if (r != kSuccess && r != kNotReady && w.reached) r = kSuccess;
     if (r == kNotReady) {
       rest.push_back(std::move(w));
       continue;

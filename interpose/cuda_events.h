@@ -52,6 +52,14 @@ bool WatchStream(void* stream, std::function<void(int error)> done);
 // when it cannot be asked.
 int StreamError(void* stream);
 
+// The application synchronised `stream` (cuStreamSynchronize), or the context
+// `ctx` (cuCtxSynchronize; null: the calling thread's), and the driver said
+// success: the work watched there so far has run, and is reported as
+// completed even if the driver answers its event with an error later (a
+// kernel enqueued after it faulted).
+void StreamReached(void* stream);
+void ContextReached(void* ctx);
+
 // Enqueues on `stream` a copy of `bytes` bytes of device memory at `device`
 // into a new page-locked host buffer, and returns that buffer: its contents
 // are valid once the work enqueued so far completes (WatchStream). Null when

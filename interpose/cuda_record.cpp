@@ -203,6 +203,12 @@ void Call::DoLeave(CUresult rc) {
     if (st != nullptr && op_ != CudaOp::kStreamQuery) st->not_ready.store(false, std::memory_order_relaxed);
   }
   if (op_ == CudaOp::kCtxSynchronize) FlushKernels(rec_);
+  if (rc == kSuccess && op_ == CudaOp::kCtxSynchronize) ContextReached(context);
+  // A null stream of a per-thread variant is the thread's own default stream,
+  // which NCCL calls do not name that way.
+  if (rc == kSuccess && op_ == CudaOp::kStreamSynchronize && (stream != nullptr || !per_thread_)) {
+    StreamReached(stream);
+  }
   if (op_ == CudaOp::kEventRecord || op_ == CudaOp::kEventDestroy) {
     if (HandleState* st = g_events.Find(e.event, false)) st->not_ready.store(false, std::memory_order_relaxed);
   }

@@ -44,11 +44,9 @@ int cuMemAlloc_v2(uint64_t* dptr, size_t bytes);
 int cuMemFree_v2(uint64_t dptr);
 int cuMemcpyHtoD_v2(uint64_t dst, const void* src, size_t bytes);
 int cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t bytes);
-int cuStreamSynchronize(void* stream);
 int cuStreamCreate(void** stream, unsigned flags);
 int cuStreamDestroy_v2(void* stream);
 int cuda_host_graph_nodes(void* graph);
-int cuCtxSynchronize();
 void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies);
 void cuda_host_teardown_counters(int* stale_launches, int* dead_queries);
 void cuda_host_fault(int code);
@@ -117,6 +115,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Synchronisation goes through driver functions looked up as the CUDA
+  // runtime looks up what it calls, so the preload sees it.
+  auto sync_stream = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cuStreamSynchronize"));
+  auto sync_context = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "cuCtxSynchronize"));
+  Check(sync_stream != nullptr && sync_context != nullptr, rank, "dlsym of the synchronisation functions");
   uint32_t seed = 12345u + static_cast<uint32_t>(rank);
   if (unseeded) Check(getrandom(&seed, sizeof(seed), 0) == sizeof(seed), rank, "getrandom");
 
@@ -176,7 +179,7 @@ int main(int argc, char** argv) {
       Check(ncclGather(send, all_out, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclGather");
       Check(ncclScatter(all, ring, count, ncclFloat32, root, comm, nullptr) == ncclSuccess, rank, "ncclScatter");
     }
-    if (int rc = cuStreamSynchronize(nullptr); rc != 0) {
+    if (int rc = sync_stream(nullptr); rc != 0) {
       Check(rank == fault_rank, rank, "cuStreamSynchronize");
       std::printf("rank %d CUDA error %d at step %d\n", rank, rc, step);
       std::fflush(stdout);
@@ -192,7 +195,7 @@ int main(int argc, char** argv) {
   };
   for (int step = 1; step <= steps; ++step) run_step(step);
   if (reset && faulted == 0) {
-    Check(cuCtxSynchronize() == 0, rank, "cuCtxSynchronize");
+    Check(sync_context() == 0, rank, "cuCtxSynchronize");
     // Looked up as the CUDA runtime looks up what it calls.
     using Reset = int (*)(int);
     auto device_reset = reinterpret_cast<Reset>(dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxReset_v2"));
@@ -224,7 +227,7 @@ int main(int argc, char** argv) {
       Check(instantiate(&exec, graph, 0) == 0, rank, "cuGraphInstantiateWithFlags");
       const int mine = rank == skip_rank ? launches - 1 : launches;
       for (int i = 0; i < mine; ++i) Check(launch(exec, stream) == 0, rank, "cuGraphLaunch");
-      Check(cuStreamSynchronize(stream) == 0, rank, "cuStreamSynchronize");
+      Check(sync_stream(stream) == 0, rank, "cuStreamSynchronize");
       std::printf("rank %d launched the graph %d times\n", rank, mine);
       std::fflush(stdout);
     }
