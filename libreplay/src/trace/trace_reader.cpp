@@ -215,9 +215,12 @@ Status RankReader::Load(const ReadOptions& options) {
     return Status::Corruption(dir_ + " holds no readable header, events or ring");
   }
 
-  // Order, de-duplicate, and account for gaps.
-  std::stable_sort(events_.begin(), events_.end(),
-                   [](const Event& a, const Event& b) { return a.index < b.index; });
+  // Order, de-duplicate, and account for gaps. The events stream is in order
+  // already; salvaged ring events, appended after it, may not be.
+  auto by_index = [](const Event& a, const Event& b) { return a.index < b.index; };
+  if (!std::is_sorted(events_.begin(), events_.end(), by_index)) {
+    std::stable_sort(events_.begin(), events_.end(), by_index);
+  }
   events_.erase(std::unique(events_.begin(), events_.end(),
                             [](const Event& a, const Event& b) { return a.index == b.index; }),
                 events_.end());
