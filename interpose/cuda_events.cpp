@@ -9,8 +9,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "dlsym_hook.h"
@@ -51,7 +53,6 @@ struct Driver {
   CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, void*) = nullptr;
   CUresult (*stream_synchronize)(void*) = nullptr;
   CUresult (*stream_query)(void*) = nullptr;
-  CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
   CUresult (*mem_free_host)(void*) = nullptr;
   // Graph capture (optional: drivers before CUDA 10 have neither).
   CUresult (*stream_is_capturing)(void*, int*) = nullptr;
@@ -86,7 +87,6 @@ Driver Load() {
   x.memcpy_htod_async = reinterpret_cast<decltype(x.memcpy_htod_async)>(sym("cuMemcpyHtoDAsync_v2"));
   x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
   x.stream_query = reinterpret_cast<decltype(x.stream_query)>(sym("cuStreamQuery"));
-  x.mem_alloc_host = reinterpret_cast<decltype(x.mem_alloc_host)>(sym("cuMemAllocHost_v2"));
   x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
   x.stream_is_capturing = reinterpret_cast<decltype(x.stream_is_capturing)>(sym("cuStreamIsCapturing"));
   x.exchange_capture_mode =
@@ -418,6 +418,77 @@ Kernels& TheKernels() {
   return *k;
 }
 
+// Page-locked buffers for staging copies, kept for reuse: allocating and
+// freeing page-locked memory costs far more than the copy (and freeing it may
+// wait for the device), so a buffer goes back to the pool once its copy has
+// been read. Sizes are rounded up to a power of two, at least 64 KiB; at most
+// kKeepBytes stay in the pool.
+class StagingPool {
+ public:
+  void* Take(const Driver& d, size_t bytes) {
+    const size_t size = SizeClass(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        free_bytes_ -= size;
+        return p;
+      }
+    }
+    void* p = nullptr;
+    if (d.mem_host_alloc(&p, size, kPortable) != kSuccess || p == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    sizes_[p] = size;
+    return p;
+  }
+
+  void Give(const Driver& d, void* p) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;  // allocated in a context since destroyed: gone with it
+    const size_t size = it->second;
+    if (free_bytes_ + size <= kKeepBytes) {
+      free_[size].push_back(p);
+      free_bytes_ += size;
+      return;
+    }
+    sizes_.erase(it);
+    lock.unlock();
+    d.mem_free_host(p);
+  }
+
+  // A context was destroyed: the buffers allocated in it went with it.
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    sizes_.clear();
+    free_.clear();
+    free_bytes_ = 0;
+  }
+
+ private:
+  static constexpr unsigned kPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE: usable from every context
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  static constexpr size_t kKeepBytes = size_t{256} << 20;
+
+  static size_t SizeClass(size_t bytes) {
+    size_t size = kMinBytes;
+    while (size < bytes) size <<= 1;
+    return size;
+  }
+
+  std::mutex mu_;
+  std::unordered_map<void*, size_t> sizes_;   // every buffer handed out or kept -> its size
+  std::map<size_t, std::vector<void*>> free_;  // size -> buffers kept
+  size_t free_bytes_ = 0;
+};
+
+StagingPool& TheStagingPool() {
+  static auto* p = new StagingPool();
+  return *p;
+}
+
 bool HaveImage() {
   return reinterpret_cast<uintptr_t>(replay_fingerprint_image_end) > reinterpret_cast<uintptr_t>(replay_fingerprint_image);
 }
@@ -503,15 +574,15 @@ int StreamError(void* stream) {
 
 void* StageFromDevice(const void* device, size_t bytes, void* stream) {
   const Driver& d = D();
-  if (!d.ok || d.memcpy_dtoh_async == nullptr || d.mem_alloc_host == nullptr || d.mem_free_host == nullptr ||
+  if (!d.ok || d.memcpy_dtoh_async == nullptr || d.mem_host_alloc == nullptr || d.mem_free_host == nullptr ||
       device == nullptr || bytes == 0 || IsCapturing(stream)) {
     return nullptr;
   }
   RelaxedCapture relaxed(d);
-  void* host = nullptr;
-  if (d.mem_alloc_host(&host, bytes) != kSuccess || host == nullptr) return nullptr;
+  void* host = TheStagingPool().Take(d, bytes);
+  if (host == nullptr) return nullptr;
   if (d.memcpy_dtoh_async(host, reinterpret_cast<uint64_t>(device), bytes, stream) != kSuccess) {
-    d.mem_free_host(host);
+    TheStagingPool().Give(d, host);
     return nullptr;
   }
   return host;
@@ -521,7 +592,7 @@ void FreeStaging(void* staging) {
   const Driver& d = D();
   if (staging == nullptr || d.mem_free_host == nullptr) return;
   RelaxedCapture relaxed(d);
-  d.mem_free_host(staging);
+  TheStagingPool().Give(d, staging);
 }
 
 DeviceFingerprint* FingerprintOnDevice(const void* data, size_t bytes, DataType type,
@@ -631,6 +702,7 @@ void Teardown::Finish(int rc) noexcept {
     w.done(kContextIsDestroyed);
   }
   TheKernels().Forget();
+  TheStagingPool().Forget();
   TheDevices().Forget();
 }
 

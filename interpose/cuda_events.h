@@ -61,7 +61,9 @@ void StreamReached(void* stream);
 void ContextReached(void* ctx);
 
 // Enqueues on `stream` a copy of `bytes` bytes of device memory at `device`
-// into a new page-locked host buffer, and returns that buffer: its contents
+// into a page-locked host buffer (kept for reuse once released, so that page-
+// locked memory is not allocated and freed per operation), and returns that
+// buffer: its contents
 // are valid once the work enqueued so far completes (WatchStream). Null when
 // the driver cannot do it. Release with FreeStaging after completion.
 void* StageFromDevice(const void* device, size_t bytes, void* stream);

@@ -562,6 +562,25 @@ std::map<int, std::vector<std::string>> CompletionFingerprints(const std::string
   return out;
 }
 
+TEST_CASE("staging copies of device data reuse their page-locked buffers", "[e2e][nccl]") {
+  TempDir tmp;
+  // Level data copies every received buffer to the host, twice per step. The
+  // pause lets the recorder see each step's copies done before the next.
+  const std::string args = "--steps 16 --pause-us 2000 --counters";
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + DeviceProgram(2, args));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  auto counters = Counters(rec.output);
+  REQUIRE(counters.size() == 2);
+  for (const std::string& line : Grep(rec.output, "page-locked allocations")) {
+    int rank = -1, allocations = -1;
+    REQUIRE(std::sscanf(line.c_str(), "rank %d page-locked allocations %d", &rank, &allocations) == 2);
+    INFO(line);
+    CHECK(counters[rank].second >= 2 * 16);  // the staging copies (and the program's own)
+    CHECK(allocations <= 8);                 // not one per copy
+  }
+}
+
 TEST_CASE("device buffers are fingerprinted by a kernel on the stream, as host copies would be", "[e2e][nccl]") {
   TempDir tmp;
   const std::string args = "--steps 2 --collectives --nan 1:2 --counters";

@@ -102,6 +102,7 @@ int g_generation = 0;                // contexts destroyed so far
 uint64_t g_ctx_syncs = 0;            // cuCtxSynchronize calls
 int g_stale_launches = 0;            // launches of a function of a destroyed context
 int g_dead_queries = 0;              // queries of an event of a destroyed context
+int g_page_locked_allocations = 0;   // cuMemAllocHost and cuMemHostAlloc calls that allocated
 std::map<uintptr_t, size_t>& HostAllocations() {  // page-locked: start -> mapped size
   static auto* m = new std::map<uintptr_t, size_t>();
   return *m;
@@ -159,6 +160,7 @@ void* MapHost(size_t bytes) {
   if (p == MAP_FAILED) return nullptr;
   std::lock_guard<std::mutex> lock(g_mu);
   HostAllocations()[reinterpret_cast<uintptr_t>(p)] = size;
+  ++g_page_locked_allocations;
   return p;
 }
 
@@ -554,6 +556,12 @@ CUDA_HOST_API void cuda_host_teardown_counters(int* stale_launches, int* dead_qu
   std::lock_guard<std::mutex> lock(g_mu);
   *stale_launches = g_stale_launches;
   *dead_queries = g_dead_queries;
+}
+
+// Page-locked allocations made so far.
+CUDA_HOST_API int cuda_host_page_locked_allocations() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_page_locked_allocations;
 }
 
 // What the stand-in counted, for tests: fingerprint kernels launched and

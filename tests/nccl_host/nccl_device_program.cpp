@@ -19,7 +19,8 @@
 // (with --capture: instantiate the graph and launch it N times), --skip-launch
 // RANK (that rank launches it once less), --counters
 // (at the end, what the driver stand-in counted: "rank R fingerprint kernels K
-// device-to-host copies C" and "rank R stale launches L dead queries Q"),
+// device-to-host copies C", "rank R stale launches L dead queries Q" and "rank R
+// page-locked allocations A"), --pause-us N (sleep that long after each step),
 // --fault RANK (that rank's context takes a sticky CUDA error, as from a
 // faulting kernel, right after the last step's allreduce is enqueued: the
 // rank prints "rank R CUDA error E at step S" instead of its line and exits
@@ -30,6 +31,7 @@
 #include <nccl.h>
 #include <dlfcn.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -50,6 +52,7 @@ int cuda_host_graph_nodes(void* graph);
 void cuda_host_counters(int* fingerprint_kernels, int* device_to_host_copies);
 void cuda_host_teardown_counters(int* stale_launches, int* dead_queries);
 void cuda_host_fault(int code);
+int cuda_host_page_locked_allocations();
 }
 
 namespace {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   bool reset = false;
   int launches = 0;
   int skip_rank = -1;
+  long pause_us = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -105,6 +109,8 @@ int main(int argc, char** argv) {
       fault_rank = std::atoi(argv[++i]);
     } else if (a == "--reset") {
       reset = true;
+    } else if (a == "--pause-us" && i + 1 < argc) {
+      pause_us = std::atol(argv[++i]);
     } else if (a == "--launches" && i + 1 < argc) {
       launches = std::atoi(argv[++i]);
     } else if (a == "--skip-launch" && i + 1 < argc) {
@@ -192,6 +198,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(Fnv(out.data(), bytes)),
                 static_cast<unsigned long long>(Fnv(back.data(), bytes)));
     std::fflush(stdout);
+    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
   };
   for (int step = 1; step <= steps; ++step) run_step(step);
   if (reset && faulted == 0) {
@@ -240,6 +247,7 @@ int main(int argc, char** argv) {
     int stale = 0, dead = 0;
     cuda_host_teardown_counters(&stale, &dead);
     std::printf("rank %d stale launches %d dead queries %d\n", rank, stale, dead);
+    std::printf("rank %d page-locked allocations %d\n", rank, cuda_host_page_locked_allocations());
     std::fflush(stdout);
   }
   cuMemFree_v2(d_send);
