@@ -8,11 +8,15 @@
 // (tests/gpu/device_check.sh does).
 //
 // Usage: nccl_allreduce_sweep [--min BYTES] [--max BYTES] [--factor F] [--iters N]
-//                             [--devices N] [--sync-each] [--poison]
+//                             [--devices N] [--sync-each] [--poison] [--resets N]
 //   --sync-each  synchronise the stream after every allreduce (latency, not
 //                throughput: what a training step that waits for its gradients sees)
 //   --poison     element 3 of the input is a NaN and element 5 an infinity, so
 //                that fingerprints count some
+//   --resets N   after the sweep, destroy the communicators, reset every device
+//                (cudaDeviceReset) and run the whole sweep again, N times: the
+//                result column repeats, and with the preload must still equal
+//                the run without it
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -46,6 +50,7 @@ struct Args {
   int devices = 1;
   bool sync_each = false;
   bool poison = false;
+  int resets = 0;
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -75,26 +80,21 @@ bool Parse(int argc, char** argv, Args* a) {
       a->iters = std::atoi(v);
     } else if (s == "--devices") {
       a->devices = std::atoi(v);
+    } else if (s == "--resets") {
+      a->resets = std::atoi(v);
     } else {
       std::fprintf(stderr, "nccl_allreduce_sweep: unknown argument %s (see the header of bench/nccl_allreduce_sweep.cpp)\n",
                    s.c_str());
       return false;
     }
   }
-  return a->min >= 4 && a->max >= a->min && a->factor >= 2 && a->iters > 0 && a->devices > 0;
+  return a->min >= 4 && a->max >= a->min && a->factor >= 2 && a->iters > 0 && a->devices > 0 && a->resets >= 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Args a;
-  if (!Parse(argc, argv, &a)) return 2;
-  int have = 0;
-  Cuda(cudaGetDeviceCount(&have), "cudaGetDeviceCount");
-  if (have < a.devices) {
-    std::fprintf(stderr, "nccl_allreduce_sweep: %d devices asked for, %d visible\n", a.devices, have);
-    return 2;
-  }
+// One sweep over fresh communicators, streams and buffers, released at its end.
+void Sweep(const Args& a) {
   const int n = a.devices;
   std::vector<int> devs(static_cast<size_t>(n));
   for (int d = 0; d < n; ++d) devs[static_cast<size_t>(d)] = d;
@@ -167,6 +167,27 @@ int main(int argc, char** argv) {
     Cuda(cudaFree(recv[k]), "cudaFree");
     Cuda(cudaStreamDestroy(streams[k]), "cudaStreamDestroy");
     Nccl(ncclCommDestroy(comms[k]), "ncclCommDestroy");
+  }
+}
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!Parse(argc, argv, &a)) return 2;
+  int have = 0;
+  Cuda(cudaGetDeviceCount(&have), "cudaGetDeviceCount");
+  if (have < a.devices) {
+    std::fprintf(stderr, "nccl_allreduce_sweep: %d devices asked for, %d visible\n", a.devices, have);
+    return 2;
+  }
+  for (int round = 0; round <= a.resets; ++round) {
+    if (round > 0) {
+      for (int d = 0; d < a.devices; ++d) {
+        Cuda(cudaSetDevice(d), "cudaSetDevice");
+        Cuda(cudaDeviceReset(), "cudaDeviceReset");
+      }
+      std::printf("# devices reset\n");
+    }
+    Sweep(a);
   }
   return 0;
 }

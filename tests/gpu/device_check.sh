@@ -22,7 +22,9 @@
 #      communicator) by the host from their copy: every operation's two
 #      fingerprints and NaN/Inf counts must be equal, whole (up to 64 KiB) and
 #      sampled; then the sweep at level hash with the kernel and with host
-#      copies (REPLAY_DEVICE_HASH=copy), side by side;
+#      copies (REPLAY_DEVICE_HASH=copy), side by side; then a device reset
+#      between two sweeps (cudaDeviceReset), recorded at level data: the same
+#      results as without the preload, every operation completed, no error;
 #   5. an ncclAllReduce size sweep (bench/nccl_allreduce_sweep), 8 B to
 #      256 MiB, without the preload and recorded at meta, hash and data,
 #      alternated over ROUNDS rounds: the overhead ratio per size, and the
@@ -155,6 +157,18 @@ print(f"{'bytes':>11} {'kernel':>10} {'copies':>10}")
 for size in sorted(k):
     print(f"{size:>11} {k[size]:>10.2f} {c.get(size, float('nan')):>10.2f}")
 EOF
+
+# A device reset between two sweeps: the recorder's events, kernel and staging
+# buffers go with the destroyed context and are made again in the next one.
+reset_args="--min 8 --max 1048576 --factor 16 --iters 5 --resets 1"
+step "reset: sweep, cudaDeviceReset, sweep" 60 "'$sweep' $reset_args | tee '$work/reset.plain'"
+step "reset: the same recorded at level data" 90 \
+  "'$R' record --level data -o '$work/reset' -- '$sweep' $reset_args | tee '$work/reset.rec'"
+step "reset: same results under the preload" 10 \
+  "[ -s '$work/reset.plain' ] && diff <(awk 'NF == 4 && \$1 ~ /^[0-9]+\$/ { print \$1, \$4 }' '$work/reset.plain') <(awk 'NF == 4 && \$1 ~ /^[0-9]+\$/ { print \$1, \$4 }' '$work/reset.rec')"
+step "reset: every operation completed, no error" 30 \
+  "'$R' dump '$work/reset' --json | python3 '$root/tests/gpu/count_completions.py'"
+rm -rf "$work/reset"
 
 # 5. The allreduce sweep, alternated.
 sweep_args="--min 8 --max 268435456 --factor 4 --iters 40"
