@@ -20,12 +20,43 @@ damaged blocks.
 
 Exit status: 0 when the trace was read, 2 when it could not be.)";
 
+// What the summary shows of one rank. Taken from its reader, which is then
+// dropped: a rank's decoded events can take hundreds of MiB, and the trace may
+// have many ranks.
 struct RankRow {
-  const RankEntry* entry;
-  std::unique_ptr<RankReader> reader;
+  const RankEntry* entry = nullptr;
+  bool readable = false;
   Status error;
+  int32_t rank = -1;
+  RankStatus status = RankStatus::kSalvaged;
+  std::string host;
+  int32_t pid = 0;
+  CloseReason close_reason = CloseReason::kNone;
+  size_t events = 0;
+  int64_t span_ns = 0;
+  RankStats stats;
+  std::vector<TraceProblem> problems;
   int fatal_signal = 0;
 };
+
+RankRow Summarise(const RankEntry* entry, const RankReader& rr) {
+  RankRow row;
+  row.entry = entry;
+  row.readable = true;
+  row.rank = rr.rank();
+  row.status = rr.status();
+  row.host = rr.header().host;
+  row.pid = rr.header().pid;
+  row.close_reason = rr.header().close_reason;
+  row.events = rr.events().size();
+  row.span_ns = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
+  row.stats = rr.stats();
+  row.problems = rr.problems();
+  for (const Event& e : rr.events()) {
+    if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
+  }
+  return row;
+}
 
 std::string WallTime(int64_t realtime_ns) {
   if (realtime_ns <= 0) return "unknown time";
@@ -38,7 +69,7 @@ std::string WallTime(int64_t realtime_ns) {
 }
 
 std::string StatusText(const RankRow& r) {
-  std::string s(RankStatusName(r.reader->status()));
+  std::string s(RankStatusName(r.status));
   if (r.fatal_signal != 0) s += std::string(" (") + sigabbrev_np(r.fatal_signal) + ")";
   return s;
 }
@@ -50,17 +81,15 @@ int Run(const std::string& dir, bool json) {
   std::vector<RankRow> rows;
   Progress progress("reading ranks", t.ranks().size());
   for (size_t i = 0; i < t.ranks().size(); ++i) {
-    RankRow row{&t.ranks()[i], nullptr, Status::Ok(), 0};
     auto r = t.OpenRank(i);
     if (r.ok()) {
-      row.reader = std::move(r).value();
-      for (const Event& e : row.reader->events()) {
-        if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
-      }
+      rows.push_back(Summarise(&t.ranks()[i], **r));
     } else {
+      RankRow row;
+      row.entry = &t.ranks()[i];
       row.error = r.status();
+      rows.push_back(std::move(row));
     }
-    rows.push_back(std::move(row));
     progress.Update(i + 1);
   }
 
@@ -81,33 +110,31 @@ int Run(const std::string& dir, bool json) {
       nlohmann::json r;
       r["dir"] = row.entry->dir;
       r["rank"] = row.entry->rank;
-      if (!row.reader) {
+      if (!row.readable) {
         r["status"] = "unreadable";
         r["error"] = row.error.message();
         j["ranks"].push_back(r);
         continue;
       }
-      const RankReader& rr = *row.reader;
-      r["rank"] = rr.rank();
-      r["status"] = std::string(RankStatusName(rr.status()));
-      r["host"] = rr.header().host;
-      r["pid"] = rr.header().pid;
-      r["events"] = rr.events().size();
-      int64_t span = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
-      r["span_ns"] = span;
-      r["stored_bytes"] = rr.stats().stored_bytes;
-      r["raw_bytes"] = rr.stats().raw_bytes;
-      r["payload_bytes"] = rr.stats().payload_bytes;
-      r["blocks"] = rr.stats().blocks;
-      r["salvaged_events"] = rr.stats().salvaged;
-      r["dropped_events"] = rr.stats().dropped;
-      r["missing_events"] = rr.stats().missing;
-      if (rr.header().close_reason != CloseReason::kNone) {
-        r["close_reason"] = std::string(CloseReasonName(rr.header().close_reason));
+      r["rank"] = row.rank;
+      r["status"] = std::string(RankStatusName(row.status));
+      r["host"] = row.host;
+      r["pid"] = row.pid;
+      r["events"] = row.events;
+      r["span_ns"] = row.span_ns;
+      r["stored_bytes"] = row.stats.stored_bytes;
+      r["raw_bytes"] = row.stats.raw_bytes;
+      r["payload_bytes"] = row.stats.payload_bytes;
+      r["blocks"] = row.stats.blocks;
+      r["salvaged_events"] = row.stats.salvaged;
+      r["dropped_events"] = row.stats.dropped;
+      r["missing_events"] = row.stats.missing;
+      if (row.close_reason != CloseReason::kNone) {
+        r["close_reason"] = std::string(CloseReasonName(row.close_reason));
       }
       if (row.fatal_signal) r["fatal_signal"] = row.fatal_signal;
       r["problems"] = nlohmann::json::array();
-      for (const TraceProblem& p : rr.problems()) {
+      for (const TraceProblem& p : row.problems) {
         r["problems"].push_back({{"file", p.file}, {"offset", p.offset}, {"length", p.length},
                                  {"torn_tail", p.torn_tail}, {"message", p.message}});
       }
@@ -138,44 +165,42 @@ int Run(const std::string& dir, bool json) {
   std::printf("  %-6s %-28s %10s %11s %10s %10s %7s %10s %s\n", "rank", "status", "events", "span",
               "on disk", "raw", "ratio", "payloads", "problems");
   for (const RankRow& row : rows) {
-    if (!row.reader) {
+    if (!row.readable) {
       std::printf("  %-6d %s\n", row.entry->rank, Paint(Color::kRed, "unreadable: " + row.error.message()).c_str());
       continue;
     }
-    const RankReader& rr = *row.reader;
-    const RankStats& s = rr.stats();
-    int64_t span = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
+    const RankStats& s = row.stats;
+    const int64_t span = row.span_ns;
     char ratio[16] = "-";
     if (s.raw_bytes > 0 && s.stored_bytes > 0) {
       std::snprintf(ratio, sizeof(ratio), "%.1fx", static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes));
     }
     std::string status = StatusText(row);
-    Color c = rr.status() == RankStatus::kComplete ? Color::kGreen
-              : rr.status() == RankStatus::kRunning ? Color::kYellow
-                                                    : Color::kRed;
+    Color c = row.status == RankStatus::kComplete ? Color::kGreen
+              : row.status == RankStatus::kRunning ? Color::kYellow
+                                                   : Color::kRed;
     std::string problems;
     if (s.dropped) problems += std::to_string(s.dropped) + " dropped ";
     if (s.salvaged) problems += std::to_string(s.salvaged) + " salvaged ";
     size_t damaged = 0;
-    for (const TraceProblem& p : rr.problems()) damaged += p.torn_tail ? 0 : 1;
+    for (const TraceProblem& p : row.problems) damaged += p.torn_tail ? 0 : 1;
     if (damaged) problems += std::to_string(damaged) + " damaged ";
     if (problems.empty()) problems = "-";
     char status_col[64];
     std::snprintf(status_col, sizeof(status_col), "%-28s", status.c_str());
-    std::printf("  %-6d %s %10zu %11s %10s %10s %7s %10s %s\n", rr.rank(), Paint(c, status_col).c_str(),
-                rr.events().size(), HumanDuration(span).c_str(), HumanBytes(s.stored_bytes).c_str(),
+    std::printf("  %-6d %s %10zu %11s %10s %10s %7s %10s %s\n", row.rank, Paint(c, status_col).c_str(),
+                row.events, HumanDuration(span).c_str(), HumanBytes(s.stored_bytes).c_str(),
                 HumanBytes(s.raw_bytes).c_str(), ratio,
                 s.payload_bytes ? HumanBytes(s.payload_bytes).c_str() : "-", problems.c_str());
   }
   bool any = !t.problems().empty();
-  for (const RankRow& row : rows) any = any || (row.reader && !row.reader->problems().empty());
+  for (const RankRow& row : rows) any = any || !row.problems.empty();
   if (any) {
     std::printf("\n  problems:\n");
     for (const TraceProblem& p : t.problems()) std::printf("    %s: %s\n", p.file.c_str(), p.message.c_str());
     for (const RankRow& row : rows) {
-      if (!row.reader) continue;
-      for (const TraceProblem& p : row.reader->problems()) {
-        std::printf("    rank %d: %s", row.reader->rank(), p.file.c_str());
+      for (const TraceProblem& p : row.problems) {
+        std::printf("    rank %d: %s", row.rank, p.file.c_str());
         if (p.length) std::printf(" at offset %llu (%llu bytes)", static_cast<unsigned long long>(p.offset),
                                   static_cast<unsigned long long>(p.length));
         std::printf(": %s\n", p.message.c_str());
