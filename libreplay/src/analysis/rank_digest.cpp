@@ -465,6 +465,13 @@ class Scanner {
     return until < 0 || until - d_.Abs(enter_ns) >= options_.min_wait_ns;
   }
 
+  // An executable graph: the captured collectives it runs, and its launches.
+  struct ExecGraph {
+    std::vector<size_t> collectives;  // d_.captured indices
+    uint64_t launches = 0;            // not yet added to them
+    int64_t last_launch_ns = -1;
+  };
+
   // CUDA graphs: which captured collectives each capture, graph and executable
   // graph holds, and each launch of an executable graph.
   void OnCuda(const Event& e) {
@@ -483,16 +490,17 @@ class Scanner {
       }
       case CudaOp::kGraphInstantiate: {
         auto it = graphs_.find(c.other);
-        if (it != graphs_.end()) execs_[c.graph] = it->second;
+        if (it == graphs_.end()) break;
+        ExecGraph& x = execs_[c.graph];
+        CountLaunches(&x);  // a handle used again: what it ran so far
+        x.collectives = it->second;
         break;
       }
       case CudaOp::kGraphLaunch: {
         auto it = execs_.find(c.graph);
         if (it == execs_.end()) break;
-        for (size_t i : it->second) {
-          ++d_.captured[i].launches;
-          d_.captured[i].last_launch_ns = e.time_ns;
-        }
+        ++it->second.launches;
+        it->second.last_launch_ns = e.time_ns;
         break;
       }
       default:
@@ -500,7 +508,18 @@ class Scanner {
     }
   }
 
+  // Adds an executable graph's launches so far to the collectives it holds.
+  void CountLaunches(ExecGraph* x) {
+    if (x->launches == 0) return;
+    for (size_t i : x->collectives) {
+      d_.captured[i].launches += x->launches;
+      d_.captured[i].last_launch_ns = std::max(d_.captured[i].last_launch_ns, x->last_launch_ns);
+    }
+    x->launches = 0;
+  }
+
   void Finish() {
+    for (auto& [exec, x] : execs_) CountLaunches(&x);
     for (size_t i = recent_count_ > kRecentTransitions ? recent_count_ - kRecentTransitions : 0; i < recent_count_; ++i) {
       d_.recent_transitions.push_back(recent_[i % kRecentTransitions]);
     }
@@ -548,7 +567,7 @@ class Scanner {
   std::unordered_map<uint64_t, uint64_t> last_sig_at_site_;
   std::unordered_map<uint64_t, std::vector<size_t>> capturing_;  // stream -> d_.captured indices
   std::unordered_map<uint64_t, std::vector<size_t>> graphs_;     // graph -> d_.captured indices
-  std::unordered_map<uint64_t, std::vector<size_t>> execs_;      // executable graph -> the same
+  std::unordered_map<uint64_t, ExecGraph> execs_;  // executable graph handle
   uint64_t recent_[kRecentTransitions] = {};
   size_t recent_count_ = 0;
   bool received_nan_ = false;
