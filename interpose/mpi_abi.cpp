@@ -77,8 +77,11 @@ MpiAbi Resolve() {
 
 }  // namespace
 
-const MpiAbi& Abi() {
+std::atomic<const MpiAbi*> g_abi{nullptr};
+
+const MpiAbi& ResolveAbi() {
   static const MpiAbi abi = Resolve();
+  g_abi.store(&abi, std::memory_order_release);
   return abi;
 }
 

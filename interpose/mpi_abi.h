@@ -5,8 +5,10 @@
 // by name the first time an MPI call is recorded. Built against Open MPI's
 // mpi.h; with another MPI in the process, MPI calls pass through unrecorded.
 //
-// Thread safety: Get() is safe from any thread; the result is immutable.
+// Thread safety: Abi() is safe from any thread; the result is immutable.
 #pragma once
+
+#include <atomic>
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -74,8 +76,14 @@ struct MpiAbi {
   MPI_Op op_null = nullptr;
 };
 
-// The library's entry points, resolved on first use.
-const MpiAbi& Abi();
+// The library's entry points, resolved on first use. The check for "already
+// resolved" is inline: every wrapped call asks several times.
+const MpiAbi& ResolveAbi();
+extern std::atomic<const MpiAbi*> g_abi;
+inline const MpiAbi& Abi() {
+  const MpiAbi* a = g_abi.load(std::memory_order_acquire);
+  return __builtin_expect(a != nullptr, 1) ? *a : ResolveAbi();
+}
 
 // The real function behind intercepted `api` (PMPI_<name>), or null.
 void* RealMpi(ApiId api);

@@ -279,8 +279,13 @@ uint64_t Handle(MPI_Comm c) { return reinterpret_cast<uint64_t>(c); }
 // return; lazily if the recorder came in later).
 void EnsureWorld(Recorder* rec) {
   static std::once_flag once;
+  static std::atomic<bool> done{false};
+  if (__builtin_expect(done.load(std::memory_order_acquire), 1)) return;
   const MpiAbi& abi = Abi();
-  if (rec->comms().Find(Handle(abi.comm_world)) != nullptr) return;
+  if (rec->comms().Find(Handle(abi.comm_world)) != nullptr) {
+    done.store(true, std::memory_order_release);
+    return;
+  }
   int initialized = 0;
   abi.Initialized(&initialized);
   if (!initialized) return;
