@@ -85,6 +85,68 @@ TEST_CASE("fingerprints of large buffers hash a sample but count every NaN unles
   CHECK(FingerprintBuffer(v.data(), v.size() * 8 - 8, DataType::kFloat64, policy).hash != all.hash);
 }
 
+// NaN and Inf of a format on words of type U, counted one word at a time.
+template <typename U>
+void NaiveCount(const std::vector<U>& words, U exp_mask, U man_mask, uint32_t* nan, uint32_t* inf) {
+  for (U v : words) {
+    if ((v & exp_mask) != exp_mask) continue;
+    ((v & man_mask) != 0 ? *nan : *inf) += 1;
+  }
+}
+
+template <typename U>
+void RequireCountsLikeNaive(DataType type, U exp_mask, U man_mask, uint32_t seed) {
+  std::mt19937_64 gen(seed);
+  const U sign = static_cast<U>(U{1} << (sizeof(U) * 8 - 1));
+  const U largest_finite = static_cast<U>(exp_mask - 1);  // exponent one below all ones, mantissa all ones
+  // Lengths around the 4 KiB stretches the counter screens, positions at their
+  // edges, in the middle and at random.
+  const size_t stretch = 4096 / sizeof(U);
+  for (size_t len : {size_t{1}, stretch - 1, stretch, stretch + 1, 3 * stretch + 7, 20 * stretch}) {
+    std::vector<U> words(len);
+    for (U& w : words) w = static_cast<U>(gen() & largest_finite);  // finite, any sign below
+    for (size_t i = 0; i < len; i += 3) words[i] |= sign;
+    words[0] = largest_finite;  // the largest finite magnitudes are not counted
+    words[len - 1] = static_cast<U>(largest_finite | sign);
+    std::vector<size_t> at = {0, len - 1, len / 2, stretch - 1, stretch, 2 * stretch + 1};
+    for (int k = 0; k < 6; ++k) at.push_back(static_cast<size_t>(gen() % len));
+    uint32_t placed = 0;
+    for (size_t i : at) {
+      if (i >= len) continue;
+      switch (placed++ % 4) {
+        case 0: words[i] = exp_mask; break;                                       // +Inf
+        case 1: words[i] = static_cast<U>(exp_mask | sign); break;                // -Inf
+        case 2: words[i] = static_cast<U>(exp_mask | 1); break;                   // NaN, smallest payload
+        default: words[i] = static_cast<U>(exp_mask | man_mask | sign); break;    // -NaN, all payload bits
+      }
+    }
+    for (size_t shift : {size_t{0}, size_t{1}}) {  // also from an unaligned start
+      std::vector<U> part(words.begin() + static_cast<std::ptrdiff_t>(shift), words.end());
+      uint32_t want_nan = 0, want_inf = 0, nan = 0, inf = 0;
+      NaiveCount(part, exp_mask, man_mask, &want_nan, &want_inf);
+      std::vector<uint8_t> bytes(part.size() * sizeof(U) + 1);
+      std::memcpy(bytes.data() + 1, part.data(), part.size() * sizeof(U));
+      CountNonFinite(bytes.data() + 1, part.size(), type, &nan, &inf);
+      INFO(DataTypeName(type) << " length " << part.size());
+      REQUIRE(nan == want_nan);
+      REQUIRE(inf == want_inf);
+    }
+    // Nothing to count: nothing counted.
+    std::vector<U> finite(len, largest_finite);
+    uint32_t nan = 0, inf = 0;
+    CountNonFinite(finite.data(), finite.size(), type, &nan, &inf);
+    REQUIRE(nan == 0);
+    REQUIRE(inf == 0);
+  }
+}
+
+TEST_CASE("NaN and Inf are counted exactly at every position, sign and payload, in every floating format") {
+  RequireCountsLikeNaive<uint32_t>(DataType::kFloat32, 0x7f800000u, 0x007fffffu, 1);
+  RequireCountsLikeNaive<uint64_t>(DataType::kFloat64, 0x7ff0000000000000ull, 0x000fffffffffffffull, 2);
+  RequireCountsLikeNaive<uint16_t>(DataType::kFloat16, 0x7c00, 0x03ff, 3);
+  RequireCountsLikeNaive<uint16_t>(DataType::kBfloat16, 0x7f80, 0x007f, 4);
+}
+
 TEST_CASE("the device kernel's arithmetic is XXH3-64 at every short and long length") {
   const auto bytes = RandomBytes(5000, 7);
   for (size_t len = 0; len <= 2100; ++len) {

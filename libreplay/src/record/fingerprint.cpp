@@ -7,8 +7,6 @@
 
 #include "record/fingerprint_impl.h"
 
-#include <cstring>
-
 namespace replay {
 namespace {
 
@@ -16,28 +14,20 @@ struct Kernels {
   uint64_t (*hash)(const void*, size_t, uint64_t);
   void (*nonfinite32)(const void*, size_t, uint32_t*, uint32_t*);
   void (*nonfinite64)(const void*, size_t, uint32_t*, uint32_t*);
+  void (*nonfinite16)(const void*, size_t, uint16_t, uint16_t, uint32_t*, uint32_t*);
 };
 
 const Kernels& Pick() {
   static const Kernels k = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2")) {
-      return Kernels{internal::HashAvx2, internal::NonFinite32Avx2, internal::NonFinite64Avx2};
+      return Kernels{internal::HashAvx2, internal::NonFinite32Avx2, internal::NonFinite64Avx2,
+                     internal::NonFinite16Avx2};
     }
-    return Kernels{internal::HashGeneric, internal::NonFinite32Generic, internal::NonFinite64Generic};
+    return Kernels{internal::HashGeneric, internal::NonFinite32Generic, internal::NonFinite64Generic,
+                   internal::NonFinite16Generic};
   }();
   return k;
-}
-
-// Half-precision formats on 16-bit words.
-void NonFinite16(const void* data, size_t count, uint16_t exp_mask, uint16_t man_mask,
-                 uint32_t* nan, uint32_t* inf) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t k = 0; k < count; ++k) {
-    uint16_t v;
-    std::memcpy(&v, p + 2 * k, 2);
-    if ((v & exp_mask) == exp_mask) ((v & man_mask) != 0 ? *nan : *inf) += 1;
-  }
 }
 
 // Element size for NaN counting; 0 when the type has no NaN.
@@ -65,8 +55,8 @@ void CountNonFinite(const void* data, size_t count, DataType type, uint32_t* nan
     case DataType::kComplex64: k.nonfinite32(data, count * 2, nan, inf); return;
     case DataType::kFloat64: k.nonfinite64(data, count, nan, inf); return;
     case DataType::kComplex128: k.nonfinite64(data, count * 2, nan, inf); return;
-    case DataType::kFloat16: NonFinite16(data, count, 0x7c00, 0x03ff, nan, inf); return;
-    case DataType::kBfloat16: NonFinite16(data, count, 0x7f80, 0x007f, nan, inf); return;
+    case DataType::kFloat16: k.nonfinite16(data, count, 0x7c00, 0x03ff, nan, inf); return;
+    case DataType::kBfloat16: k.nonfinite16(data, count, 0x7f80, 0x007f, nan, inf); return;
     default: return;
   }
 }
