@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <span>
 
 #include "replay/trace_writer.h"
 #include "support/sample_events.h"
@@ -85,6 +86,38 @@ TEST_CASE("reader skips a corrupt middle block, reports its offset and the gap",
     }
   }
   CHECK(found);
+}
+
+TEST_CASE("blocks that declare more events than they hold read as what they hold", "[trace]") {
+  // The reader reserves room for the events the block headers declare before
+  // decoding them; a crafted stream whose intact blocks each claim the
+  // format's maximum must read the same and not allocate what it claims.
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 1000);
+  std::string path = dir / "rank-00000/events";
+  std::string bytes = testing::ReadFile(path);
+  std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  std::string forged = bytes.substr(0, sizeof(format::FileHeader));
+  BlockScanner scanner(in, sizeof(format::FileHeader));
+  BlockCodec codec;
+  FoundBlock block;
+  std::string raw;
+  int blocks = 0;
+  while (scanner.Next(&block)) {
+    REQUIRE(codec.Decode(block.header, block.stored, &raw).ok());
+    std::span<const uint8_t> r(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+    REQUIRE(codec.Encode(static_cast<format::BlockKind>(block.header.kind), block.header.tag,
+                         format::kMaxBlockEvents, r, &forged).ok());
+    ++blocks;
+  }
+  REQUIRE(blocks == 10);
+  testing::WriteFile(path, forged);
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  REQUIRE((*r)->events().size() == 1000);
+  CHECK((*r)->events().back().index == 999);
+  CHECK((*r)->stats().missing == 0);
+  CHECK((*r)->events().capacity() <= (uint64_t{1} << 22));
 }
 
 TEST_CASE("a trace of a newer epoch is refused with what to do", "[trace]") {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,7 @@ class RankReader {
  private:
   RankReader() = default;
   Status Load(const ReadOptions& options);
+  void ReserveEvents(std::span<const uint8_t> events_stream, uint64_t offset);
   Status IndexPayloads() const;
 
   std::string dir_;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "trace/block.h"
 #include "trace/event_codec.h"
@@ -96,6 +98,31 @@ Result<std::unique_ptr<RankReader>> RankReader::Open(const std::string& dir,
   return r;
 }
 
+// Reserves room for the events the blocks of an events stream declare, found
+// from their headers before any is decompressed, so that a long rank's events
+// are not moved each time their vector would grow (which also made the peak
+// up to twice the events' size). Only intact blocks count, and at most
+// kReserveEvents in all: a crafted file can declare more than it holds, and
+// past that the vector grows as it must. Room reserved and never filled is
+// address space, not resident memory; a reservation the system refuses is
+// not made.
+void RankReader::ReserveEvents(std::span<const uint8_t> bytes, uint64_t offset) {
+  constexpr uint64_t kReserveEvents = uint64_t{1} << 22;
+  BlockScanner scanner(bytes, offset);
+  FoundBlock block;
+  uint64_t declared = 0;
+  while (declared < kReserveEvents && scanner.Next(&block)) {
+    if (block.header.kind != static_cast<uint8_t>(format::BlockKind::kEvents)) continue;
+    declared += std::min<uint64_t>(block.header.aux, format::kMaxBlockEvents);
+  }
+  declared = std::min(declared, kReserveEvents);
+  try {
+    events_.reserve(events_.size() + declared);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+}
+
 Status RankReader::Load(const ReadOptions& options) {
   if (!IsDirectory(dir_)) {
     return Status::NotFound(dir_ + " is not a directory: expected a rank directory of a trace");
@@ -147,6 +174,7 @@ Status RankReader::Load(const ReadOptions& options) {
     if (st.code() == Status::Code::kVersion || st.code() == Status::Code::kNotATrace) return st;
     if (st.ok()) {
       have_events = true;
+      ReserveEvents(bytes, fh.header_size);
       BlockScanner scanner(bytes, fh.header_size);
       BlockCodec codec;
       std::string raw;
