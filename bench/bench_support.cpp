@@ -158,6 +158,27 @@ int64_t Flags::Int(std::string_view name, int64_t fallback) const {
   return x;
 }
 
+std::vector<int64_t> Flags::IntList(std::string_view name, std::string_view fallback) const {
+  std::string v = Str(name, std::string(fallback));
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    size_t comma = v.find(',', at);
+    if (comma == std::string::npos) comma = v.size();
+    std::string item = v.substr(at, comma - at);
+    char* end = nullptr;
+    long long x = std::strtoll(item.c_str(), &end, 0);
+    if (item.empty() || *end != '\0') {
+      std::fprintf(stderr, "--%s wants integers separated by commas, got '%s'\n", std::string(name).c_str(),
+                   v.c_str());
+      std::exit(2);
+    }
+    out.push_back(x);
+    at = comma + 1;
+  }
+  return out;
+}
+
 std::string Flags::Str(std::string_view name, std::string fallback) const {
   for (size_t i = flags_.size(); i-- > 0;) {
     if (flags_[i].first == name) {

@@ -102,6 +102,8 @@ class Flags {
   Flags(int argc, char** argv);
   bool Has(std::string_view name) const;
   int64_t Int(std::string_view name, int64_t fallback) const;
+  // A comma-separated list of integers ("65536,1048576").
+  std::vector<int64_t> IntList(std::string_view name, std::string_view fallback) const;
   std::string Str(std::string_view name, std::string fallback) const;
   // Flags that no accessor asked for; a benchmark rejects them after parsing.
   std::vector<std::string> Unused() const;

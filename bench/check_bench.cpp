@@ -353,20 +353,13 @@ Measured MeasureInChild(const char* self, const std::string& mode, const std::st
   return m;
 }
 
-std::vector<int> ParseList(const std::string& s) {
-  std::vector<int> out;
-  std::istringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
 
 int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   int threads = static_cast<int>(flags.Int("threads", 0));
   if (flags.Has("check-only")) return CheckOnly(flags.Str("check-only", ""), threads);
   if (flags.Has("read-only")) return ReadOnly(flags.Str("read-only", ""), threads);
-  std::vector<int> ranks = ParseList(flags.Str("ranks", "64,256,1024"));
+  std::vector<int64_t> ranks = flags.IntList("ranks", "64,256,1024");
   int collectives = static_cast<int>(flags.Int("collectives", 10000));
   std::string base = flags.Str("dir", "/tmp/replay-check-bench");
   bool regenerate = flags.Has("regenerate");
@@ -378,7 +371,8 @@ int Main(int argc, char** argv) {
   PrintEnvironment("check_bench");
   Table table({"ranks", "collectives/rank", "events", "on disk", "read s", "check s", "cpu s", "Mevents/s",
                "peak RSS MiB", "findings", "others"});
-  for (int r : ranks) {
+  for (int64_t ranks_n : ranks) {
+    const int r = static_cast<int>(ranks_n);
     std::string dir = base + "/r" + std::to_string(r) + "-c" + std::to_string(collectives);
     TraceInfo info = Generate(dir, r, collectives, regenerate);
     for (int rep = 0; rep < reps; ++rep) {

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <vector>
 
 #include "bench_support.h"
@@ -22,13 +21,6 @@
 namespace replay::bench {
 namespace {
 
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
-}
 
 template <typename F>
 double MedianSeconds(int reps, F&& f) {
@@ -79,7 +71,7 @@ int main(int argc, char** argv) {
   using namespace replay::bench;
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
-  std::vector<int64_t> sizes = ParseList(flags.Str("sizes", quick ? "65536,1048576" : "65536,1048576,67108864"));
+  std::vector<int64_t> sizes = flags.IntList("sizes", quick ? "65536,1048576" : "65536,1048576,67108864");
   int reps_flag = static_cast<int>(flags.Int("reps", 0));
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());

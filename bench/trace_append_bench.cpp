@@ -20,7 +20,6 @@
 // --ring-kib and --flush-ms set the writer's ring slot size and flush interval
 // (REPLAY_RING_KB and REPLAY_FLUSH_MS of a recorded job).
 #include <cstdio>
-#include <sstream>
 
 #include "bench_support.h"
 #include "replay/trace_writer.h"
@@ -101,13 +100,6 @@ Latency Measure(TraceWriter& w, OpEvent& op, size_t samples, uint64_t gap_ticks,
   return r;
 }
 
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
-}
 
 }  // namespace
 }  // namespace replay::bench
@@ -118,7 +110,7 @@ int main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   size_t samples = static_cast<size_t>(flags.Int("samples", quick ? 200'000 : 2'000'000));
-  std::vector<int64_t> rates = ParseList(flags.Str("rates", "1000000,4000000"));
+  std::vector<int64_t> rates = flags.IntList("rates", "1000000,4000000");
   size_t batch = static_cast<size_t>(flags.Int("batch", 64));
   std::string parent = flags.Str("dir", "");
   int64_t ring_kib = flags.Int("ring-kib", 1024);

@@ -22,7 +22,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <sstream>
 
 #include "bench_support.h"
 #include "replay/trace_writer.h"
@@ -33,13 +32,6 @@
 namespace replay::bench {
 namespace {
 
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
-}
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -89,8 +81,8 @@ int main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   int64_t n_events = flags.Int("events", quick ? 8192 * 2 : 8192 * 24);
-  std::vector<int64_t> block_sizes = ParseList(flags.Str("blocks", "8192,1024,256"));
-  std::vector<int64_t> levels = ParseList(flags.Str("levels", "-5,1,3,9,19"));
+  std::vector<int64_t> block_sizes = flags.IntList("blocks", "8192,1024,256");
+  std::vector<int64_t> levels = flags.IntList("levels", "-5,1,3,9,19");
   int reps = static_cast<int>(flags.Int("reps", quick ? 1 : 3));
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
