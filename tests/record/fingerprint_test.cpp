@@ -125,7 +125,7 @@ void RequireCountsLikeNaive(DataType type, U exp_mask, U man_mask, uint32_t seed
       uint32_t want_nan = 0, want_inf = 0, nan = 0, inf = 0;
       NaiveCount(part, exp_mask, man_mask, &want_nan, &want_inf);
       std::vector<uint8_t> bytes(part.size() * sizeof(U) + 1);
-      std::memcpy(bytes.data() + 1, part.data(), part.size() * sizeof(U));
+      if (!part.empty()) std::memcpy(bytes.data() + 1, part.data(), part.size() * sizeof(U));
       CountNonFinite(bytes.data() + 1, part.size(), type, &nan, &inf);
       INFO(DataTypeName(type) << " length " << part.size());
       REQUIRE(nan == want_nan);
