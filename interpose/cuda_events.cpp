@@ -177,6 +177,22 @@ struct Watch {
   std::function<void(int error)> done;
 };
 
+// Asks the driver about a watch's work (in its context): kNotReady while it
+// runs, else what became of it. An error counts as success when `reached()`
+// says the application saw the work complete first (the error came from work
+// enqueued after it). A watch that is not pending any more is concluded:
+// its event destroyed and `done` told.
+template <typename Reached>
+CUresult Query(const Driver& d, const Watch& w, Reached&& reached) {
+  if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
+  CUresult r = d.event_query(w.event);
+  return r != kSuccess && r != kNotReady && reached() ? kSuccess : r;
+}
+void Conclude(const Driver& d, Watch& w, CUresult r) {
+  d.event_destroy(w.event);
+  w.done(r == kSuccess ? 0 : static_cast<int>(r));
+}
+
 // The poller runs one watch at a time under `run_mu`, which a teardown of a
 // context (Teardown, below) holds across the driver's call: a result is never
 // read from memory the driver is freeing. Lock order: run_mu, then mu_.
@@ -263,17 +279,15 @@ class Poller {
         if (pending_.empty() || pending_.front().event != event) continue;
         Watch w = pending_.front();
         lock.unlock();
-        if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
-        CUresult r = d.event_query(w.event);
-        if (r != kSuccess && r != kNotReady && FrontReached()) r = kSuccess;
+        // Reached is read again: a synchronisation may have marked it since the copy.
+        CUresult r = Query(d, w, [this] { return FrontReached(); });
         if (r == kNotReady) {
           waiting = true;
         } else {
           lock.lock();
           pending_.pop_front();
           lock.unlock();
-          d.event_destroy(w.event);
-          w.done(r == kSuccess ? 0 : static_cast<int>(r));
+          Conclude(d, w, r);
         }
         run.unlock();
         lock.lock();
@@ -668,15 +682,12 @@ Teardown::Teardown(void* ctx, int device, bool release) noexcept : ctx_(ctx), de
   bool restore = d.ctx_get_current(&current) == kSuccess;
   std::vector<Watch> rest;
   for (Watch& w : mine) {
-    if (w.ctx != nullptr) d.ctx_set_current(w.ctx);
-    CUresult r = d.event_query(w.event);
-    if (r != kSuccess && r != kNotReady && w.reached) r = kSuccess;
+    CUresult r = Query(d, w, [&w] { return w.reached; });
     if (r == kNotReady) {
       rest.push_back(std::move(w));
-      continue;
+    } else {
+      Conclude(d, w, r);
     }
-    d.event_destroy(w.event);
-    w.done(r == kSuccess ? 0 : static_cast<int>(r));
   }
   if (restore) d.ctx_set_current(current);
   poller.PutBack(std::move(rest));

@@ -25,8 +25,7 @@ Exit status: 0 when the trace was read, 2 when it could not be.)";
 // have many ranks.
 struct RankRow {
   const RankEntry* entry = nullptr;
-  bool readable = false;
-  Status error;
+  Status error;  // not Ok: the rank could not be read, and the rest is unset
   int32_t rank = -1;
   RankStatus status = RankStatus::kSalvaged;
   std::string host;
@@ -42,7 +41,6 @@ struct RankRow {
 RankRow Summarise(const RankEntry* entry, const RankReader& rr) {
   RankRow row;
   row.entry = entry;
-  row.readable = true;
   row.rank = rr.rank();
   row.status = rr.status();
   row.host = rr.header().host;
@@ -110,7 +108,7 @@ int Run(const std::string& dir, bool json) {
       nlohmann::json r;
       r["dir"] = row.entry->dir;
       r["rank"] = row.entry->rank;
-      if (!row.readable) {
+      if (!row.error.ok()) {
         r["status"] = "unreadable";
         r["error"] = row.error.message();
         j["ranks"].push_back(r);
@@ -165,7 +163,7 @@ int Run(const std::string& dir, bool json) {
   std::printf("  %-6s %-28s %10s %11s %10s %10s %7s %10s %s\n", "rank", "status", "events", "span",
               "on disk", "raw", "ratio", "payloads", "problems");
   for (const RankRow& row : rows) {
-    if (!row.readable) {
+    if (!row.error.ok()) {
       std::printf("  %-6d %s\n", row.entry->rank, Paint(Color::kRed, "unreadable: " + row.error.message()).c_str());
       continue;
     }

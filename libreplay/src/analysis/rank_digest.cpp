@@ -331,7 +331,7 @@ class Scanner {
       d_.collectives.push_back(c);
       if ((op.flags & op_flags::kGraphCaptured) != 0) {
         capturing_[op.stream].push_back(d_.captured.size());
-        d_.captured.push_back(CapturedColl{op.comm, op.seq, op.api, e.call_site, e.time_ns, 0, -1});
+        d_.captured.push_back(CapturedColl{op.comm, op.seq, op.api, e.call_site, e.time_ns, 0});
       }
       if (nonblocking && op.request != 0) {
         requests_[op.request] = Pending{index, CallOf(e)};
@@ -469,7 +469,6 @@ class Scanner {
   struct ExecGraph {
     std::vector<size_t> collectives;  // d_.captured indices
     uint64_t launches = 0;            // not yet added to them
-    int64_t last_launch_ns = -1;
   };
 
   // CUDA graphs: which captured collectives each capture, graph and executable
@@ -500,7 +499,6 @@ class Scanner {
         auto it = execs_.find(c.graph);
         if (it == execs_.end()) break;
         ++it->second.launches;
-        it->second.last_launch_ns = e.time_ns;
         break;
       }
       default:
@@ -511,10 +509,7 @@ class Scanner {
   // Adds an executable graph's launches so far to the collectives it holds.
   void CountLaunches(ExecGraph* x) {
     if (x->launches == 0) return;
-    for (size_t i : x->collectives) {
-      d_.captured[i].launches += x->launches;
-      d_.captured[i].last_launch_ns = std::max(d_.captured[i].last_launch_ns, x->last_launch_ns);
-    }
+    for (size_t i : x->collectives) d_.captured[i].launches += x->launches;
     x->launches = 0;
   }
 

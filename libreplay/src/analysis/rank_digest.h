@@ -83,7 +83,6 @@ struct CapturedColl {
   uint64_t call_site = 0;
   int64_t enter_ns = 0;       // the call, during the capture
   uint64_t launches = 0;      // successful launches of executable graphs holding it
-  int64_t last_launch_ns = -1;
 };
 
 // A communicator as one member saw it created.

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include "trace/event_codec.h"
 
 #include <capnp/any.h>
@@ -6,6 +5,7 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
