@@ -367,6 +367,10 @@ Status TraceWriter::DrainOnce() {
       });
     }
     if (st.pending.empty()) break;
+    // One pass takes everything published before it began unless a slot hit its
+    // budget; only then go round again. Chasing the heads instead would read the
+    // lines appenders are writing at this moment and make them wait.
+    const bool more = st.pending.size() >= budget;
     auto by_index = [](const PendingRecord& a, const PendingRecord& b) { return a.index < b.index; };
     if (!std::is_sorted(st.pending.begin(), st.pending.end(), by_index)) {
       std::sort(st.pending.begin(), st.pending.end(), by_index);
@@ -412,6 +416,7 @@ Status TraceWriter::DrainOnce() {
     for (uint32_t i = 0; i < slots; ++i) {
       if (st.slot_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.slot_end[i]);
     }
+    if (!more) break;
   }
   ring.ReapReleased();
   return Status::Ok();
