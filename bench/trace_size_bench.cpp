@@ -10,18 +10,28 @@
 // "excl. fp" subtracts 8 bytes for every fingerprint the stream carries, which is
 // random by construction and cannot compress.
 //
+// A second table runs the writer itself (TraceWriter with its background thread,
+// default options but a short flush interval) on the same events, appended in
+// bursts of N with a pause of three flush intervals after each: a job that makes
+// N calls per flush interval, in fast motion. It prints what the events stream
+// holds per event and the blocks the writer cut. Times are the writer's own
+// (appends happen in real time), so the timing noise is this machine's, not the
+// stream's model.
+//
 // Usage: trace_size_bench [--events=N] [--blocks=8192,1024,256] [--levels=-5,1,3,9,19]
-//                         [--reps=3] [--quick]
+//                         [--reps=3] [--paced=256,1024] [--flush-ms=2] [--dir=PATH] [--quick]
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
 #include <kj/io.h>
 #include <zstd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "bench_support.h"
 #include "replay/trace_writer.h"
@@ -84,6 +94,9 @@ int main(int argc, char** argv) {
   std::vector<int64_t> block_sizes = flags.IntList("blocks", "8192,1024,256");
   std::vector<int64_t> levels = flags.IntList("levels", "-5,1,3,9,19");
   int reps = static_cast<int>(flags.Int("reps", quick ? 1 : 3));
+  std::vector<int64_t> paced = flags.IntList("paced", "256,1024");
+  int64_t flush_ms = flags.Int("flush-ms", 2);
+  std::string scratch_parent = flags.Str("dir", "");
   if (auto unused = flags.Unused(); !unused.empty()) {
     std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
     return 2;
@@ -205,5 +218,44 @@ int main(int argc, char** argv) {
               "packed rows), at %lld events per block; MB/s counts unpacked input bytes.\n",
               encode_ns, static_cast<long long>(block_sizes[0]), reps,
               static_cast<long long>(block_sizes[0]));
+
+  if (paced.empty()) return 0;
+  std::printf("\n# the writer, %lld ms flush interval, events appended in bursts with a pause of\n"
+              "# three intervals after each\n\n",
+              static_cast<long long>(flush_ms));
+  Table writer_table({"events per burst", "B/ev", "excl.fp", "blocks", "events/block", "dropped"});
+  for (int64_t burst : paced) {
+    ScratchDir dir(scratch_parent);
+    WriterOptions o;
+    o.dir = dir.path();
+    o.header.rank = 0;
+    o.header.world_size = 1;
+    o.flush_interval_ns = flush_ms * 1'000'000;
+    auto w = TraceWriter::Open(o);
+    if (!w.ok()) {
+      std::fprintf(stderr, "cannot open a writer in %s: %s\n", dir.path().c_str(),
+                   w.status().ToString().c_str());
+      return 1;
+    }
+    for (size_t at = 0; at < events.size(); at += static_cast<size_t>(burst)) {
+      size_t end = std::min(events.size(), at + static_cast<size_t>(burst));
+      for (size_t i = at; i < end; ++i) (*w)->Append(events[i]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(3 * flush_ms));
+    }
+    Status closed = (*w)->Close(CloseReason::kExit);
+    WriterStats st = (*w)->stats();
+    if (!closed.ok() || st.events_written != events.size()) {
+      std::fprintf(stderr, "the writer wrote %llu of %zu events: %s\n",
+                   static_cast<unsigned long long>(st.events_written), events.size(),
+                   closed.ToString().c_str());
+      return 1;
+    }
+    double per_event = static_cast<double>(st.stored_bytes) / static_cast<double>(events.size());
+    writer_table.Add({std::to_string(burst), Fixed(per_event, 2), Fixed(per_event - 8 * fp_per_event, 2),
+                      std::to_string(st.blocks_written),
+                      Fixed(static_cast<double>(events.size()) / static_cast<double>(st.blocks_written), 0),
+                      std::to_string(st.dropped)});
+  }
+  writer_table.Print();
   return 0;
 }

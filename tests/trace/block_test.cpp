@@ -135,6 +135,51 @@ TEST_CASE("incompressible content is stored as is", "[trace]") {
   CHECK(back == raw);
 }
 
+TEST_CASE("a block padded to a minimum length reads back as the same content", "[trace]") {
+  std::string compressible;
+  for (int k = 0; k < 200; ++k) compressible += "block 1;";
+  std::string random;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 300; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    random.push_back(static_cast<char>(x));
+  }
+  for (const std::string& raw : {compressible, random}) {
+    BlockCodec codec;
+    std::string natural;
+    REQUIRE(codec.Encode(format::BlockKind::kEvents, 3, 1, Bytes(raw), &natural).ok());
+    // Padding of one byte (less than a skippable frame's header), of some, and of a lot.
+    for (size_t extra : {size_t{1}, size_t{7}, size_t{8}, size_t{100}, size_t{5000}}) {
+      INFO("raw " << raw.size() << " bytes, " << extra << " more than " << natural.size());
+      std::string file;
+      EncodeFileHeader(format::StreamKind::kEvents, kUuid, &file);
+      size_t at = file.size();
+      REQUIRE(codec.Encode(format::BlockKind::kEvents, 3, 1, Bytes(raw), &file, natural.size() + extra).ok());
+      CHECK(file.size() - at >= natural.size() + extra);
+      CHECK(file.size() - at <= natural.size() + std::max<size_t>(extra, 8) + 16);
+      // A second block after it is found too: the padding is inside the block.
+      REQUIRE(codec.Encode(format::BlockKind::kEvents, 4, 1, Bytes(compressible), &file).ok());
+      BlockScanner scanner(Bytes(file), at);
+      FoundBlock b;
+      REQUIRE(scanner.Next(&b));
+      CHECK(b.header.codec == static_cast<uint8_t>(format::Codec::kZstd));
+      std::string back;
+      REQUIRE(codec.Decode(b.header, b.stored, &back).ok());
+      CHECK(back == raw);
+      REQUIRE(scanner.Next(&b));
+      CHECK(b.header.tag == 4);
+      CHECK_FALSE(scanner.Next(&b));
+      CHECK(scanner.problems().empty());
+    }
+    // Already long enough: no padding.
+    std::string file;
+    REQUIRE(codec.Encode(format::BlockKind::kEvents, 3, 1, Bytes(raw), &file, natural.size()).ok());
+    CHECK(file == natural);
+  }
+}
+
 TEST_CASE("a block whose zstd frame disagrees with its header is refused before allocating",
           "[trace]") {
   // Found by the decoder fuzz target: a damaged raw_size made every bad block

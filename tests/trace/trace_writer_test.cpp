@@ -168,6 +168,165 @@ TEST_CASE("a process killed with SIGKILL loses none of the events it appended", 
   CHECK(r->stats().blocks > 0);
 }
 
+// Waits (up to ~20 s) until the running rank's events stream alone holds the
+// events 0..n-1, in `blocks` intact blocks, with nothing left over in the ring.
+bool StreamHolds(const std::string& dir, size_t n, uint64_t blocks) {
+  for (int tries = 0; tries < 4000; ++tries) {
+    auto r = RankReader::Open(dir + "/rank-00000");
+    if (r.ok() && (*r)->events().size() == n && (*r)->stats().salvaged == 0 &&
+        (*r)->stats().blocks == blocks && (*r)->problems().empty()) {
+      return true;
+    }
+    usleep(5000);
+  }
+  return false;
+}
+
+TEST_CASE("a slow stream's flushes rewrite its last block in place until it is sealed", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.flush_interval_ns = 2'000'000;  // a time-bound flush every 2 ms
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  int appended = 0;
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i, ++appended) {
+      REQUIRE((*w)->Append(testing::AllreduceOp(1, appended + 1, 1, appended)));
+    }
+  };
+  // Each batch reaches the events stream by the next flush, yet the stream
+  // keeps one block: the open one, written again with every batch. One event
+  // at a time, more events now and then compress to fewer bytes than before.
+  for (int batch = 0; batch < 60; ++batch) {
+    append(batch < 50 ? 1 : 40);
+    REQUIRE(StreamHolds(dir.path(), appended, 1));
+  }
+  CHECK((*w)->stats().blocks_written == 0);  // none sealed yet
+  CHECK((*w)->stats().events_written == 0);
+
+  // Flush seals it; what comes after starts a new open block.
+  REQUIRE((*w)->Flush().ok());
+  CHECK((*w)->stats().blocks_written == 1);
+  CHECK((*w)->stats().events_written == 450);
+  append(30);
+  REQUIRE(StreamHolds(dir.path(), appended, 2));
+  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+  CHECK((*w)->stats().blocks_written == 2);
+  CHECK((*w)->stats().events_written == 480);
+
+  auto r = ReadRank(dir.path());
+  CHECK(r->status() == RankStatus::kComplete);
+  CHECK(r->problems().empty());
+  CHECK(r->stats().blocks == 2);
+  REQUIRE(r->events().size() == 480);
+  for (size_t i = 0; i < 480; ++i) REQUIRE(r->events()[i].op.seq == i + 1);
+}
+
+TEST_CASE("an open block is sealed when it is full or when its thread ends", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.flush_interval_ns = 2'000'000;
+  o.block_events = 100;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  uint64_t seq = 0;
+  // 250 events: two full blocks are sealed, the last 50 stay open.
+  for (int i = 0; i < 250; ++i, ++seq) REQUIRE((*w)->Append(testing::AllreduceOp(1, seq + 1, 1, 0)));
+  REQUIRE(StreamHolds(dir.path(), 250, 3));
+  CHECK((*w)->stats().blocks_written == 2);
+  CHECK((*w)->stats().events_written == 200);
+
+  // A thread that appends and ends: its slot cannot be reused until the
+  // writer has sealed what it holds.
+  std::thread([&] {
+    for (int i = 0; i < 10; ++i) REQUIRE((*w)->Append(testing::AllreduceOp(2, i + 1, 1, 0)));
+  }).join();
+  REQUIRE(StreamHolds(dir.path(), 260, 3));
+  CHECK((*w)->stats().events_written == 260);
+  CHECK((*w)->stats().blocks_written == 3);
+
+  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+  CHECK((*w)->stats().dropped == 0);
+  auto r = ReadRank(dir.path());
+  CHECK(r->problems().empty());
+  REQUIRE(r->events().size() == 260);
+  for (size_t i = 0; i < r->events().size(); ++i) REQUIRE(r->events()[i].index == i);
+}
+
+TEST_CASE("a slot past half full is sealed at once, without waiting for the flush interval", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.flush_interval_ns = 600'000'000'000;  // no time-bound flush during the test
+  o.ring_slot_bytes = 64 << 10;           // a few hundred records
+  o.full_wait_ns = 600'000'000'000;       // a stalled writer would hang the test, not drop
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  const int kEvents = 5000;
+  for (int i = 0; i < kEvents; ++i) REQUIRE((*w)->Append(testing::AllreduceOp(1, i + 1, 1, i)));
+  WriterStats before_close = (*w)->stats();
+  CHECK(before_close.events_written >= kEvents / 2);
+  CHECK(before_close.blocks_written >= 2);
+  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+  CHECK((*w)->stats().dropped == 0);
+  auto r = ReadRank(dir.path());
+  REQUIRE(r->events().size() == static_cast<size_t>(kEvents));
+  CHECK(r->stats().missing == 0);
+}
+
+TEST_CASE("a rank killed with its last block open reads every event once, torn block or not", "[trace]") {
+  testing::TempDir dir;
+  const int kEvents = 300;
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    WriterOptions o = Options(dir.path());
+    o.flush_interval_ns = 2'000'000;
+    auto w = TraceWriter::Open(o);
+    if (!w.ok()) _exit(3);
+    for (int i = 0; i < kEvents; ++i) {
+      if (!(*w)->Append(testing::AllreduceOp(1, i + 1, 1, i))) _exit(4);
+    }
+    // Killed once the open block holds everything: the ring still does too.
+    if (!StreamHolds(dir.path(), kEvents, 1)) _exit(5);
+    kill(getpid(), SIGKILL);
+    _exit(6);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+
+  auto check_all_once = [&](const RankReader& r) {
+    CHECK(r.status() == RankStatus::kSalvaged);
+    REQUIRE(r.events().size() == static_cast<size_t>(kEvents));
+    for (int i = 0; i < kEvents; ++i) {
+      REQUIRE(r.events()[i].index == static_cast<uint64_t>(i));
+      REQUIRE(r.events()[i].op.seq == static_cast<uint64_t>(i + 1));
+    }
+    CHECK(r.stats().missing == 0);
+  };
+  {
+    auto r = ReadRank(dir.path());
+    check_all_once(*r);
+    CHECK(r->stats().blocks == 1);
+    CHECK(r->stats().salvaged == 0);  // the ring's copies are duplicates
+  }
+  // As if the kill had come in the middle of rewriting the block: the ring
+  // gives back what the damaged block held.
+  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  struct stat sb;
+  REQUIRE(stat(events.c_str(), &sb) == 0);
+  REQUIRE(truncate(events.c_str(), sb.st_size - 7) == 0);
+  {
+    auto r = ReadRank(dir.path());
+    check_all_once(*r);
+    CHECK(r->stats().blocks == 0);
+    CHECK(r->stats().salvaged == static_cast<uint64_t>(kEvents));
+    REQUIRE(r->problems().size() == 1);
+    CHECK(r->problems()[0].message.find("torn tail") != std::string::npos);
+  }
+}
+
 TEST_CASE("a full disk turns recording off with one warning", "[trace]") {
   testing::TempDir dir;
   FaultFileSystem fs(FileSystem::Default());

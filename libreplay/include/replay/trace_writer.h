@@ -144,7 +144,8 @@ class TraceWriter {
   SlotHeader* ThreadSlot();
   void Fail(const Status& st);
   void BackgroundLoop();
-  Status DrainOnce();
+  Status DrainOnce(bool seal);
+  void SealOpenBlock();
   Status WriteHeader(bool complete);
   Status CloseLocked(CloseReason reason);
 

@@ -40,7 +40,7 @@ BlockCodec::~BlockCodec() {
 }
 
 Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
-                          std::span<const uint8_t> raw, std::string* out) {
+                          std::span<const uint8_t> raw, std::string* out, size_t min_bytes) {
   if (raw.size() > format::kMaxRawBlock) {
     return Status::InvalidArgument("block of " + std::to_string(raw.size()) +
                                    " bytes exceeds the format's block limit");
@@ -51,12 +51,24 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
   }
   // Compressed into a buffer that only grows, so no block pays for zeroing a
   // worst-case-sized output it will mostly not use.
+  constexpr size_t kSkippableHeader = 8;  // magic, then the length of what follows
   size_t bound = ZSTD_compressBound(raw.size());
-  if (scratch_.size() < bound) scratch_.resize(bound);
+  size_t room = bound + kSkippableHeader + (min_bytes > sizeof(format::BlockHeader) ? min_bytes : 0);
+  if (scratch_.size() < room) scratch_.resize(room);
   size_t n = ZSTD_compressCCtx(cctx_, scratch_.data(), bound, raw.data(), raw.size(), level_);
   const uint8_t* stored = reinterpret_cast<const uint8_t*>(scratch_.data());
   format::Codec codec = format::Codec::kZstd;
-  if (ZSTD_isError(n) || n >= raw.size()) {
+  if (!ZSTD_isError(n) && sizeof(format::BlockHeader) + n < min_bytes) {
+    // Padding: a skippable frame (RFC 8878, 3.1.2) of at least its own header.
+    size_t pad = std::max(kSkippableHeader, min_bytes - sizeof(format::BlockHeader) - n);
+    uint32_t magic = ZSTD_MAGIC_SKIPPABLE_START;
+    uint32_t length = static_cast<uint32_t>(pad - kSkippableHeader);
+    std::memcpy(scratch_.data() + n, &magic, 4);
+    std::memcpy(scratch_.data() + n + 4, &length, 4);
+    std::memset(scratch_.data() + n + kSkippableHeader, 0, length);
+    n += pad;
+  }
+  if (ZSTD_isError(n) || (n >= raw.size() && sizeof(format::BlockHeader) + raw.size() >= min_bytes)) {
     // Incompressible (or a codec failure): store as is; the checksum still covers it.
     stored = raw.data();
     n = raw.size();

@@ -33,9 +33,12 @@ class BlockCodec {
   void set_level(int zstd_level) { level_ = zstd_level; }
 
   // Appends header + compressed `raw` to `out`. `raw` must be at most
-  // format::kMaxRawBlock bytes.
+  // format::kMaxRawBlock bytes. With `min_bytes`, the block (header included)
+  // is made at least that long where zstd can encode it: its frame is followed
+  // by a zstd skippable frame, which decoders pass over. (The writer needs this
+  // to replace an open block in place without shortening the file.)
   Status Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
-                std::span<const uint8_t> raw, std::string* out);
+                std::span<const uint8_t> raw, std::string* out, size_t min_bytes = 0);
 
   // Decompresses a block found by BlockScanner into `raw` (replacing its content).
   Status Decode(const format::BlockHeader& header, std::span<const uint8_t> stored,

@@ -212,14 +212,14 @@ void Ring::Wake() {
   }
 }
 
-void Ring::WaitForWork(int64_t timeout_ns) {
+bool Ring::WaitForWork(int64_t timeout_ns) {
   sleeping_.store(1, std::memory_order_seq_cst);
   if (work_.load(std::memory_order_acquire) == 0) {
     timespec ts{static_cast<time_t>(timeout_ns / 1000000000), static_cast<long>(timeout_ns % 1000000000)};
     Futex(&work_, FUTEX_WAIT, 0, &ts);
   }
   sleeping_.store(0, std::memory_order_relaxed);
-  work_.store(0, std::memory_order_release);
+  return work_.exchange(0, std::memory_order_acq_rel) != 0;
 }
 
 void Ring::ReapReleased() {
@@ -363,7 +363,7 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
         break;
       }
       const auto* bp = data + off + sizeof(RecordHeader);
-      RingRecord rec{nullptr, bp, nullptr, nullptr};
+      RingRecord rec{nullptr, bp, nullptr, nullptr, 0};
       rec.header = &rh;
       // list may be unaligned in a copied buffer: copy it out.
       std::vector<int64_t> list(rh.list_count);

@@ -128,6 +128,7 @@ struct RingRecord {
   const void* body;
   const int64_t* list;
   const char* text;
+  uint64_t end = 0;  // the slot position just past this record (Drain sets it)
 };
 
 // Converts a ring record to an Event, using `to_ns` for the timestamp.
@@ -233,7 +234,7 @@ class Ring {
       size_t body_size = EventBodySize(static_cast<EventKind>(h->kind));
       const auto* list = reinterpret_cast<const int64_t*>(body + body_size);
       const auto* text = reinterpret_cast<const char*>(list + h->list_count);
-      visit(RingRecord{h, body, list, text});
+      visit(RingRecord{h, body, list, text, pos + h->size});
       pos += h->size;
       ++n;
     }
@@ -247,7 +248,8 @@ class Ring {
   void ReapReleased();
 
   // The writer waits here until an appender asks it to drain, or `timeout_ns`.
-  void WaitForWork(int64_t timeout_ns);
+  // True if it was asked (Wake), false if the time ran out.
+  bool WaitForWork(int64_t timeout_ns);
   void Wake();
 
   RingHeader* header() const { return header_; }

@@ -163,8 +163,10 @@ Status RankReader::Load(const ReadOptions& options) {
     }
   }
 
-  // Events stream.
-  auto events_file = MappedFile::Open(events_path);
+  // Events stream. A running rank's writer may rewrite its open last block in
+  // place while we decode it, so read a copy: a block then either validates
+  // and decodes as written or fails its checksum, never changes in between.
+  auto events_file = MappedFile::Open(events_path, /*copy=*/running);
   bool have_events = false;
   if (events_file.ok()) {
     auto bytes = events_file->bytes();
@@ -197,10 +199,13 @@ Status RankReader::Load(const ReadOptions& options) {
         stats_.raw_bytes += raw.size();
       }
       for (const BlockProblem& p : scanner.problems()) {
-        std::string msg = p.torn_tail ? (running ? "last block still being written (" + p.reason + ")"
-                                                 : "torn tail: " + p.reason)
-                                      : "damaged block skipped: " + p.reason;
-        problems_.push_back({events_path, p.offset, p.length, p.torn_tail, msg});
+        // A running rank's writer rewrites its last block in place while it is
+        // open, so that block may read as damaged rather than short.
+        bool tail = p.torn_tail || (running && p.offset + p.length == bytes.size());
+        std::string msg = tail ? (running ? "last block still being written (" + p.reason + ")"
+                                          : "torn tail: " + p.reason)
+                               : "damaged block skipped: " + p.reason;
+        problems_.push_back({events_path, p.offset, p.length, tail, msg});
       }
     } else {
       problems_.push_back({events_path, 0, 0, false, st.message()});

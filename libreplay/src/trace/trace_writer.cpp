@@ -60,6 +60,7 @@ int64_t Tid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
 struct PendingRecord {
   uint64_t index;
   EventKind kind;
+  uint32_t slot;
   RingRecord rec;
 };
 
@@ -79,7 +80,16 @@ struct TraceWriter::State {
   EventBlockEncoder encoder;
   std::vector<PendingRecord> pending;
   std::vector<uint64_t> slot_end;
+  std::vector<uint64_t> seal_end;
   std::string out;
+  // The events stream is sealed blocks up to `sealed_at`, then the open block
+  // (`open_bytes` long, 0 if there is none). See DrainOnce.
+  uint64_t sealed_at = 0;
+  uint64_t open_bytes = 0;
+  uint64_t open_events = 0;
+  uint64_t open_raw = 0;
+  uint64_t open_drops = 0;
+  std::vector<uint64_t> open_end;  // per slot: the position past its records in the open block
 
   std::mutex payload_mu;
   std::unordered_set<uint64_t> payload_seen;  // in the current payload file
@@ -162,6 +172,7 @@ Status TraceWriter::Start() {
   std::string fh;
   EncodeFileHeader(format::StreamKind::kEvents, h.trace_uuid.data(), &fh);
   REPLAY_RETURN_IF_ERROR(st.events->Append(fh));
+  st.sealed_at = fh.size();
 
   RingOptions ro;
   ro.capacity = options_.ring_slot_bytes;
@@ -335,19 +346,34 @@ void TraceWriter::BackgroundLoop() {
   State& st = *state_;
   int rounds = 0;
   while (!st.stop.load(std::memory_order_acquire)) {
-    st.ring->WaitForWork(options_.flush_interval_ns);
-    if (int asked = signal_close_.load(std::memory_order_acquire); asked != 0) {
-      Close(static_cast<CloseReason>(asked - 1));
+    // Woken by an appender: its slot is past half full, so seal what is there.
+    // Woken by the clock: write what is there, leaving the last block open.
+    bool asked = st.ring->WaitForWork(options_.flush_interval_ns);
+    if (int close_reason = signal_close_.load(std::memory_order_acquire); close_reason != 0) {
+      Close(static_cast<CloseReason>(close_reason - 1));
       st.signal_closed.store(true, std::memory_order_release);
       return;
     }
     if (!recording()) continue;
-    if (Status s = DrainOnce(); !s.ok()) Fail(s);
+    if (Status s = DrainOnce(/*seal=*/asked); !s.ok()) Fail(s);
     if (++rounds % 16 == 0) st.ring->RefineClock();
   }
 }
 
-Status TraceWriter::DrainOnce() {
+// Writes what the ring holds to the events stream, in blocks of at most
+// block_events. A time-bound flush (seal false) would otherwise cut a block at
+// every interval, and a slow job's blocks would be small, which costs
+// compression (each block is compressed on its own). So the last, partial
+// block stays open: it is written where it belongs, and the next flush writes
+// it again in place with the events appended since, until it is sealed: when
+// it holds block_events, when a slot is past half full or its thread has
+// ended, and at Flush() and Close(). Only sealing releases ring space, so an
+// open block's events are also still in the ring: a rank killed while the
+// block is rewritten loses nothing, and the reader drops the duplicates by
+// index. The stream never gets shorter (a reader may have it mapped): more
+// events can compress to fewer bytes, so the block that replaces an open one
+// is padded to at least its length.
+Status TraceWriter::DrainOnce(bool seal) {
   State& st = *state_;
   std::lock_guard<std::mutex> lock(st.drain_mu);
   Ring& ring = *st.ring;
@@ -356,35 +382,49 @@ Status TraceWriter::DrainOnce() {
     st.pending.clear();
     st.slot_end.assign(slots, 0);
     size_t budget = options_.block_events * 8;
+    bool seal_all = seal;
     for (uint32_t i = 0; i < slots; ++i) {
       SlotHeader* s = ring.slot(i);
-      if (s->state.load(std::memory_order_acquire) == kSlotFree) {
+      uint32_t state = s->state.load(std::memory_order_acquire);
+      if (state == kSlotFree) {
         st.slot_end[i] = UINT64_MAX;
         continue;
       }
+      uint64_t tail = s->tail.load(std::memory_order_relaxed);
       st.slot_end[i] = ring.Drain(s, budget, [&](const RingRecord& r) {
-        st.pending.push_back(PendingRecord{r.header->index, static_cast<EventKind>(r.header->kind), r});
+        st.pending.push_back(PendingRecord{r.header->index, static_cast<EventKind>(r.header->kind), i, r});
       });
+      // A finished thread's slot is reused only once drained, and a slot past
+      // half full would soon make its owner wait.
+      uint64_t backlog = st.slot_end[i] - tail;
+      if (backlog != 0 && (state == kSlotReleased || backlog > ring.capacity() / 2)) seal_all = true;
     }
     if (st.pending.empty()) break;
     // One pass takes everything published before it began unless a slot hit its
     // budget; only then go round again. Chasing the heads instead would read the
     // lines appenders are writing at this moment and make them wait.
     const bool more = st.pending.size() >= budget;
+    if (more) seal_all = true;
     auto by_index = [](const PendingRecord& a, const PendingRecord& b) { return a.index < b.index; };
     if (!std::is_sorted(st.pending.begin(), st.pending.end(), by_index)) {
       std::sort(st.pending.begin(), st.pending.end(), by_index);
     }
+    const size_t total = st.pending.size();
+    const size_t sealed = seal_all ? total : total - total % options_.block_events;
     const TickClock clock = ring.Clock();
     const int64_t start_ns = ring.start_mono_ns();
     auto event_ns = [&](uint64_t ticks) { return clock.ToMonotonicNs(ticks) - start_ns; };
-    for (size_t at = 0; at < st.pending.size(); at += options_.block_events) {
-      size_t n = std::min<size_t>(options_.block_events, st.pending.size() - at);
+    st.out.clear();
+    uint64_t sealed_bytes = 0, sealed_raw = 0, sealed_blocks = 0, sealed_drops = 0;
+    uint64_t open_raw = 0, open_drops = 0;
+    for (size_t at = 0; at < total; at += options_.block_events) {
+      size_t n = std::min<size_t>(options_.block_events, total - at);
       const PendingRecord& first = st.pending[at];
       int64_t base_time = event_ns(first.rec.header->ticks);
       EventKindCounts kinds;
       for (size_t i = at; i < at + n; ++i) kinds.Add(st.pending[i].kind);
       st.encoder.Begin(kinds, first.index, base_time);
+      uint64_t drops = 0;
       for (size_t i = at; i < at + n; ++i) {
         const RingRecord& r = st.pending[i].rec;
         const RecordHeader& h = *r.header;
@@ -396,35 +436,80 @@ Status TraceWriter::DrainOnce() {
                     r.body,
                     std::span<const int64_t>(r.list, h.list_count),
                     std::string_view(r.text, h.text_size)};
-        if (v.kind == EventKind::kDrop) {
-          st.drops_reported.fetch_add(static_cast<const DropEvent*>(r.body)->count,
-                                      std::memory_order_relaxed);
-        }
+        if (v.kind == EventKind::kDrop) drops += static_cast<const DropEvent*>(r.body)->count;
         st.encoder.Add(v);
       }
       std::span<const uint8_t> raw = st.encoder.Finish();
-      st.out.clear();
+      // The last block must not end before the open block it replaces did.
+      size_t min_bytes = at + n == total && st.open_bytes > st.out.size() ? st.open_bytes - st.out.size() : 0;
       REPLAY_RETURN_IF_ERROR(
-          st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out));
-      REPLAY_RETURN_IF_ERROR(st.events->Append(st.out));
-      st.events_written.fetch_add(n, std::memory_order_relaxed);
-      st.blocks_written.fetch_add(1, std::memory_order_relaxed);
-      st.raw_bytes.fetch_add(raw.size(), std::memory_order_relaxed);
-      st.stored_bytes.fetch_add(st.out.size(), std::memory_order_relaxed);
+          st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out, min_bytes));
+      if (at < sealed) {
+        sealed_bytes = st.out.size();
+        sealed_raw += raw.size();
+        sealed_drops += drops;
+        ++sealed_blocks;
+      } else {
+        open_raw = raw.size();
+        open_drops = drops;
+      }
     }
-    // Durable in the events stream (page cache): the ring space can go.
-    for (uint32_t i = 0; i < slots; ++i) {
-      if (st.slot_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.slot_end[i]);
+    if (st.out.size() < st.open_bytes) {
+      // Shorter than the open block they would replace, and zstd could not
+      // pad them: seal that block as it is and go round again for the rest.
+      SealOpenBlock();
+      continue;
     }
+    REPLAY_RETURN_IF_ERROR(st.events->WriteAt(st.sealed_at, st.out));
+    // The sealed blocks are durable in the events stream (page cache): their
+    // ring space can go. Each slot's sealed records come first in it.
+    if (sealed == total) {
+      for (uint32_t i = 0; i < slots; ++i) {
+        if (st.slot_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.slot_end[i]);
+      }
+    } else {
+      st.seal_end.assign(slots, UINT64_MAX);
+      for (size_t i = 0; i < sealed; ++i) st.seal_end[st.pending[i].slot] = st.pending[i].rec.end;
+      for (uint32_t i = 0; i < slots; ++i) {
+        if (st.seal_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.seal_end[i]);
+      }
+    }
+    st.sealed_at += sealed_bytes;
+    st.open_bytes = st.out.size() - sealed_bytes;
+    st.open_events = total - sealed;
+    st.open_raw = open_raw;
+    st.open_drops = open_drops;
+    st.open_end = st.slot_end;
+    st.events_written.fetch_add(sealed, std::memory_order_relaxed);
+    st.blocks_written.fetch_add(sealed_blocks, std::memory_order_relaxed);
+    st.raw_bytes.fetch_add(sealed_raw, std::memory_order_relaxed);
+    st.stored_bytes.fetch_add(sealed_bytes, std::memory_order_relaxed);
+    st.drops_reported.fetch_add(sealed_drops, std::memory_order_relaxed);
     if (!more) break;
   }
   ring.ReapReleased();
   return Status::Ok();
 }
 
+void TraceWriter::SealOpenBlock() {
+  State& st = *state_;
+  if (st.open_bytes == 0) return;
+  Ring& ring = *st.ring;
+  for (uint32_t i = 0; i < st.open_end.size() && i < ring.slots_used(); ++i) {
+    if (st.open_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.open_end[i]);
+  }
+  st.sealed_at += st.open_bytes;
+  st.events_written.fetch_add(st.open_events, std::memory_order_relaxed);
+  st.blocks_written.fetch_add(1, std::memory_order_relaxed);
+  st.raw_bytes.fetch_add(st.open_raw, std::memory_order_relaxed);
+  st.stored_bytes.fetch_add(st.open_bytes, std::memory_order_relaxed);
+  st.drops_reported.fetch_add(st.open_drops, std::memory_order_relaxed);
+  st.open_bytes = st.open_events = st.open_raw = st.open_drops = 0;
+}
+
 Status TraceWriter::Flush() {
   if (!recording()) return failure();
-  Status s = DrainOnce();
+  Status s = DrainOnce(/*seal=*/true);
   if (!s.ok()) Fail(s);
   return s;
 }
@@ -478,7 +563,7 @@ Status TraceWriter::Close(CloseReason reason) {
   }
   Status result;
   if (was_recording) {
-    result = DrainOnce();
+    result = DrainOnce(/*seal=*/true);
     if (result.ok()) result = st.events->Sync();
     if (result.ok() && st.payloads != nullptr) result = st.payloads->Sync();
     if (!result.ok()) Fail(result);

@@ -25,13 +25,32 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return Status::Ok();
 }
 
+// Writes at explicit offsets (no O_APPEND, under which Linux ignores pwrite's
+// offset) and keeps the length itself.
 class PosixFile : public WritableFile {
  public:
-  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixFile(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
   ~PosixFile() override {
     if (fd_ >= 0) close(fd_);
   }
-  Status Append(std::string_view data) override { return WriteAll(fd_, data, path_); }
+  Status Append(std::string_view data) override { return WriteAt(size_, data); }
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    if (offset > size_) return Status::InvalidArgument("write past the end of " + path_);
+    const char* p = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      ssize_t n = pwrite(fd_, p, left, static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno("cannot write " + path_, errno);
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+      offset += static_cast<uint64_t>(n);
+      if (offset > size_) size_ = offset;
+    }
+    return Status::Ok();
+  }
   Status Sync() override {
     if (fdatasync(fd_) != 0) return Status::FromErrno("cannot sync " + path_, errno);
     return Status::Ok();
@@ -46,6 +65,7 @@ class PosixFile : public WritableFile {
  private:
   int fd_;
   std::string path_;
+  uint64_t size_;
 };
 
 class PosixFileSystem : public FileSystem {
@@ -72,10 +92,16 @@ class PosixFileSystem : public FileSystem {
     return Status::Ok();
   }
   Result<std::unique_ptr<WritableFile>> OpenAppend(const std::string& path, bool truncate) override {
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
     int fd = open(path.c_str(), flags, 0600);
     if (fd < 0) return Status::FromErrno("cannot open " + path + " for writing", errno);
-    return std::unique_ptr<WritableFile>(new PosixFile(fd, path));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      Status s = Status::FromErrno("cannot stat " + path, errno);
+      close(fd);
+      return s;
+    }
+    return std::unique_ptr<WritableFile>(new PosixFile(fd, path, static_cast<uint64_t>(st.st_size)));
   }
   Status WriteAtomic(const std::string& path, std::string_view data) override {
     // Unique per writer: several ranks may write the same manifest at once.
@@ -101,13 +127,24 @@ class PosixFileSystem : public FileSystem {
 
 class FaultFile : public WritableFile {
  public:
-  FaultFile(std::unique_ptr<WritableFile> base, FaultFileSystem* fs, std::string path)
-      : base_(std::move(base)), fs_(fs), path_(std::move(path)) {}
+  FaultFile(std::unique_ptr<WritableFile> base, FaultFileSystem* fs, std::string path, uint64_t size)
+      : base_(std::move(base)), fs_(fs), path_(std::move(path)), size_(size) {}
   Status Append(std::string_view data) override {
     if (!fs_->Spend(static_cast<int64_t>(data.size()))) {
       return Status::FromErrno("cannot write " + path_, ENOSPC);
     }
+    size_ += data.size();
     return base_->Append(data);
+  }
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    uint64_t end = offset + data.size();
+    if (end > size_) {
+      if (!fs_->Spend(static_cast<int64_t>(end - size_))) {
+        return Status::FromErrno("cannot write " + path_, ENOSPC);
+      }
+      size_ = end;
+    }
+    return base_->WriteAt(offset, data);
   }
   Status Sync() override { return base_->Sync(); }
   Status Close() override { return base_->Close(); }
@@ -116,6 +153,7 @@ class FaultFile : public WritableFile {
   std::unique_ptr<WritableFile> base_;
   FaultFileSystem* fs_;
   std::string path_;
+  uint64_t size_;
 };
 
 }  // namespace
@@ -156,7 +194,9 @@ Status FaultFileSystem::CreateDirExclusive(const std::string& path, mode_t mode)
 Result<std::unique_ptr<WritableFile>> FaultFileSystem::OpenAppend(const std::string& path,
                                                                   bool truncate) {
   REPLAY_ASSIGN_OR_RETURN(auto f, base_->OpenAppend(path, truncate));
-  return std::unique_ptr<WritableFile>(new FaultFile(std::move(f), this, path));
+  struct stat st;
+  uint64_t size = stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  return std::unique_ptr<WritableFile>(new FaultFile(std::move(f), this, path, size));
 }
 
 Status FaultFileSystem::WriteAtomic(const std::string& path, std::string_view data) {

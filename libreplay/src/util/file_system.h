@@ -26,6 +26,10 @@ class WritableFile {
   virtual ~WritableFile() = default;
   // Appends all of `data` or fails; a failure leaves the file's length unknown.
   virtual Status Append(std::string_view data) = 0;
+  // Writes all of `data` at `offset`, which is at most the file's length:
+  // overwrites what is there and extends the file past its end if `data` does,
+  // but never shortens it (a reader may have the file mapped).
+  virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
 };
@@ -40,7 +44,8 @@ class FileSystem {
   virtual Status CreateDirs(const std::string& path, mode_t mode) = 0;
   // Creates a new directory; kIoError with EEXIST semantics ("exists") if it does.
   virtual Status CreateDirExclusive(const std::string& path, mode_t mode) = 0;
-  // Opens `path` for appending, creating it with mode 0600 (truncating if asked).
+  // Opens `path` for appending (and WriteAt), creating it with mode 0600
+  // (truncating if asked).
   virtual Result<std::unique_ptr<WritableFile>> OpenAppend(const std::string& path,
                                                            bool truncate) = 0;
   // Replaces `path` with `data` atomically: a reader sees the old or the new
@@ -56,7 +61,8 @@ class FaultFileSystem : public FileSystem {
  public:
   explicit FaultFileSystem(FileSystem* base) : base_(base) {}
 
-  // Appends and atomic writes fail with ENOSPC once `bytes` more have been written.
+  // Writes that add bytes (appends, atomic writes, WriteAt past a file's end)
+  // fail with ENOSPC once `bytes` more have been added.
   void FailWritesAfter(int64_t bytes) { budget_.store(bytes); }
   // Directory creation fails with EACCES.
   void FailDirCreation(bool fail) { fail_dirs_.store(fail); }

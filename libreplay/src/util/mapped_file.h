@@ -14,7 +14,7 @@ namespace replay {
 
 class MappedFile {
  public:
-  // Maps `path` (a copy when `copy` is set: a ring another process writes).
+  // Maps `path` (a copy when `copy` is set: a file another process is writing).
   static Result<MappedFile> Open(const std::string& path, bool copy = false);
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }
