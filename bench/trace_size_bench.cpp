@@ -2,9 +2,10 @@
 // (bench_support.h) as the writer stores it, beside the alternatives, on the same
 // events: Cap'n Proto unpacked and packed without compression, zstd at several
 // levels over the unpacked message (what the events stream holds), and zstd over
-// the packed message. Blocks are cut at several sizes because the writer's block
-// size depends on the event rate: it writes a block at least every flush interval
-// (REPLAY_FLUSH_MS, 1 s), so a job making 1000 calls a second writes blocks of ~1000 events.
+// the packed message. Blocks are cut at several sizes: the writer's blocks hold
+// at most 8192 events (REPLAY_BLOCK_EVENTS) and are sealed when a ring slot is
+// past half full, so with the default 1 MiB ring they hold ~3,800 events of this
+// stream whatever its rate (a slow job's last block stays open across flushes).
 //
 // Every variant counts the 40-byte block header of format.h once per block.
 // "excl. fp" subtracts 8 bytes for every fingerprint the stream carries, which is
@@ -19,7 +20,7 @@
 // stream's model.
 //
 // Usage: trace_size_bench [--events=N] [--blocks=8192,1024,256] [--levels=-5,1,3,9,19]
-//                         [--reps=3] [--paced=256,1024] [--flush-ms=2] [--dir=PATH] [--quick]
+//                         [--reps=3] [--paced=256,1024 (0: none)] [--flush-ms=2] [--dir=PATH] [--quick]
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
 #include <kj/io.h>
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
               encode_ns, static_cast<long long>(block_sizes[0]), reps,
               static_cast<long long>(block_sizes[0]));
 
-  if (paced.empty()) return 0;
+  if (paced.empty() || paced[0] <= 0) return 0;  // --paced=0: the encoder table only
   std::printf("\n# the writer, %lld ms flush interval, events appended in bursts with a pause of\n"
               "# three intervals after each\n\n",
               static_cast<long long>(flush_ms));
