@@ -320,9 +320,10 @@ struct SalvagedRing {
 // Reads a ring file's bytes (a copy; the process may be gone or still running)
 // and returns every record in [tail, head) of every slot. Never trusts the
 // file: bounds and sizes are checked and damage is reported, not fatal.
-// `consumed`, if given, holds each slot's tail read again after the events
-// stream was read: records before it are already in that stream (a live rank's
-// writer may have reused their space while the copy was taken), so are skipped.
+// `consumed`, if given, holds each slot's tail read again after the copy was
+// taken and before the events stream is read: records before it are in that
+// stream by then (and a live rank's writer may have reused their space while
+// the copy was taken), so are skipped.
 Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file,
                                  std::span<const uint64_t> consumed = {});
 // Each slot's tail as stored in a ring file's bytes; empty if they don't parse.

@@ -148,8 +148,12 @@ Status RankReader::Load(const ReadOptions& options) {
     problems_.push_back({header_path, 0, 0, false, header_file.status().message()});
   }
 
-  // A running rank's ring is copied before its events stream is read, so that
-  // nothing the writer moves from one to the other in between is missed.
+  // A running rank's writer moves events from the ring to the events stream
+  // while we read: it writes them in a block, then advances the slot's tail.
+  // So the ring is copied first, then each slot's tail is read again, then the
+  // events stream is read. An event below the tail read again was in the
+  // stream before the stream was read; one at or past it was still in the
+  // ring when the copy was taken, and its space had not been reused.
   bool ring_exists = FileExists(ring_path);
   bool running = ring_exists && RingLocked(ring_path);
   bool want_ring = options.salvage_ring && ring_exists && !(header_ok_ && header_.complete);
@@ -161,6 +165,10 @@ Status RankReader::Load(const ReadOptions& options) {
     } else {
       problems_.push_back({ring_path, 0, 0, false, m.status().message()});
     }
+  }
+  std::vector<uint64_t> tails;
+  if (ring_copy && running) {
+    if (auto again = MappedFile::Open(ring_path, true); again.ok()) tails = RingTails(again->bytes());
   }
 
   // Events stream. A running rank's writer may rewrite its open last block in
@@ -218,10 +226,6 @@ Status RankReader::Load(const ReadOptions& options) {
   bool have_ring = false;
   bool ring_failed = false;
   if (ring_copy) {
-    std::vector<uint64_t> tails;
-    if (running) {
-      if (auto again = MappedFile::Open(ring_path, true); again.ok()) tails = RingTails(again->bytes());
-    }
     auto salvaged = SalvageRing(ring_copy->bytes(), tails);
     if (salvaged.ok()) {
       have_ring = true;
