@@ -1,6 +1,8 @@
 #include "replay/trace_writer.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +14,11 @@
 #include "replay/trace_reader.h"
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
+#include "trace/block.h"
 #include "trace/format.h"
 #include "util/file_system.h"
 #include "util/hash.h"
+#include "util/mapped_file.h"
 
 namespace replay {
 namespace {
@@ -168,14 +172,23 @@ TEST_CASE("a process killed with SIGKILL loses none of the events it appended", 
   CHECK(r->stats().blocks > 0);
 }
 
-// Waits (up to ~20 s) until the running rank's events stream alone holds the
-// events 0..n-1, in `blocks` intact blocks, with nothing left over in the ring.
-bool StreamHolds(const std::string& dir, size_t n, uint64_t blocks) {
+// Waits (up to ~20 s) until the running rank's events stream holds `n` events
+// in `blocks` intact blocks and nothing else. It scans a copy of the file
+// itself: a RankReader would take the file's lock, and a writer that finds it
+// taken seals its open block rather than rewrite it.
+bool StreamHolds(const std::string& dir, uint64_t n, uint64_t blocks) {
+  std::string path = dir + "/rank-00000/" + format::kEventsFile;
   for (int tries = 0; tries < 4000; ++tries) {
-    auto r = RankReader::Open(dir + "/rank-00000");
-    if (r.ok() && (*r)->events().size() == n && (*r)->stats().salvaged == 0 &&
-        (*r)->stats().blocks == blocks && (*r)->problems().empty()) {
-      return true;
+    auto file = MappedFile::Open(path, /*copy=*/true);
+    if (file.ok() && file->bytes().size() > sizeof(format::FileHeader)) {
+      BlockScanner scanner(file->bytes(), sizeof(format::FileHeader));
+      FoundBlock b;
+      uint64_t found = 0, events = 0;
+      while (scanner.Next(&b)) {
+        ++found;
+        events += b.header.aux;
+      }
+      if (found == blocks && events == n && scanner.problems().empty()) return true;
     }
     usleep(5000);
   }
@@ -203,6 +216,14 @@ TEST_CASE("a slow stream's flushes rewrite its last block in place until it is s
   }
   CHECK((*w)->stats().blocks_written == 0);  // none sealed yet
   CHECK((*w)->stats().events_written == 0);
+  // With nothing new, flushes leave the file alone.
+  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  struct stat before, after;
+  REQUIRE(stat(events.c_str(), &before) == 0);
+  usleep(30000);  // 15 flush intervals
+  REQUIRE(stat(events.c_str(), &after) == 0);
+  CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
+  CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
 
   // Flush seals it; what comes after starts a new open block.
   REQUIRE((*w)->Flush().ok());
@@ -220,6 +241,42 @@ TEST_CASE("a slow stream's flushes rewrite its last block in place until it is s
   CHECK(r->stats().blocks == 2);
   REQUIRE(r->events().size() == 480);
   for (size_t i = 0; i < 480; ++i) REQUIRE(r->events()[i].op.seq == i + 1);
+}
+
+TEST_CASE("while a reader holds the events file's lock, the writer appends instead of rewriting", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.flush_interval_ns = 2'000'000;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  int appended = 0;
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i, ++appended) {
+      REQUIRE((*w)->Append(testing::AllreduceOp(1, appended + 1, 1, appended)));
+    }
+  };
+  append(10);
+  REQUIRE(StreamHolds(dir.path(), 10, 1));
+  // A reader copying the file: the open block is sealed as it is at each
+  // flush and the new events go after it.
+  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  int fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_SH) == 0);
+  append(10);
+  REQUIRE(StreamHolds(dir.path(), 20, 2));
+  append(10);
+  REQUIRE(StreamHolds(dir.path(), 30, 3));
+  // The reader is done: the last block is rewritten in place again.
+  close(fd);
+  append(10);
+  REQUIRE(StreamHolds(dir.path(), 40, 3));
+  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+  CHECK((*w)->stats().blocks_written == 3);
+  auto r = ReadRank(dir.path());
+  CHECK(r->problems().empty());
+  REQUIRE(r->events().size() == 40);
+  for (size_t i = 0; i < 40; ++i) REQUIRE(r->events()[i].op.seq == i + 1);
 }
 
 TEST_CASE("an open block is sealed when it is full or when its thread ends", "[trace]") {

@@ -43,6 +43,8 @@ struct WriterOptions {
   JobManifest manifest;
   uint64_t ring_slot_bytes = 1u << 20;  // per recording thread
   uint32_t ring_max_slots = 256;
+  // Appended events wait at most this long before they are written. A flush
+  // leaves the last block open, to be rewritten in place with more events.
   int64_t flush_interval_ns = 1'000'000'000;
   uint32_t block_events = 8192;        // events per block at most; 1 to 1,048,576 (the format's limit)
   int zstd_level = 1;
@@ -101,7 +103,8 @@ class TraceWriter {
   // payload file and removes those that fell out of the window.
   void NoteMark();
 
-  // Writes everything appended so far (by threads that finished appending) now.
+  // Writes everything appended so far (by threads that finished appending) now,
+  // in sealed blocks.
   Status Flush();
   // Drains, syncs, completes the header with `reason` and removes the ring.
   Status Close(CloseReason reason);

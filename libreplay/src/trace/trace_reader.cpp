@@ -171,10 +171,11 @@ Status RankReader::Load(const ReadOptions& options) {
     if (auto again = MappedFile::Open(ring_path, true); again.ok()) tails = RingTails(again->bytes());
   }
 
-  // Events stream. A running rank's writer may rewrite its open last block in
-  // place while we decode it, so read a copy: a block then either validates
-  // and decodes as written or fails its checksum, never changes in between.
-  auto events_file = MappedFile::Open(events_path, /*copy=*/running);
+  // Events stream. A running rank's writer rewrites its open last block in
+  // place, so read a copy, taken under the file's shared lock: the writer
+  // rewrites only while it holds the lock exclusively (it appends instead when
+  // it cannot), so the copy never holds a block half rewritten.
+  auto events_file = MappedFile::Open(events_path, /*copy=*/running, /*lock_shared=*/running);
   bool have_events = false;
   if (events_file.ok()) {
     auto bytes = events_file->bytes();

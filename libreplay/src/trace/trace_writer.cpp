@@ -410,6 +410,8 @@ Status TraceWriter::DrainOnce(bool seal) {
       std::sort(st.pending.begin(), st.pending.end(), by_index);
     }
     const size_t total = st.pending.size();
+    // Nothing appended since the open block was written: leave it as it is.
+    if (!seal_all && total == st.open_events) break;
     const size_t sealed = seal_all ? total : total - total % options_.block_events;
     const TickClock clock = ring.Clock();
     const int64_t start_ns = ring.start_mono_ns();
@@ -454,13 +456,20 @@ Status TraceWriter::DrainOnce(bool seal) {
         open_drops = drops;
       }
     }
-    if (st.out.size() < st.open_bytes) {
-      // Shorter than the open block they would replace, and zstd could not
-      // pad them: seal that block as it is and go round again for the rest.
+    // Rewriting the open block in place needs the file's lock, which a reader
+    // of this running rank holds shared while it copies the file (a copy taken
+    // during a rewrite could hold a torn block followed by intact ones). With a
+    // reader there, or blocks that came out shorter than the open block and
+    // could not be padded, seal that block as it is and go round again for
+    // what came after it: appending needs no lock.
+    const bool rewrite = st.open_bytes != 0;
+    if (rewrite && (st.out.size() < st.open_bytes || !st.events->TryLock())) {
       SealOpenBlock();
       continue;
     }
-    REPLAY_RETURN_IF_ERROR(st.events->WriteAt(st.sealed_at, st.out));
+    Status written = st.events->WriteAt(st.sealed_at, st.out);
+    if (rewrite) st.events->Unlock();
+    REPLAY_RETURN_IF_ERROR(written);
     // The sealed blocks are durable in the events stream (page cache): their
     // ring space can go. Each slot's sealed records come first in it.
     if (sealed == total) {

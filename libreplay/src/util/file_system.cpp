@@ -1,6 +1,7 @@
 #include "util/file_system.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -51,6 +52,13 @@ class PosixFile : public WritableFile {
     }
     return Status::Ok();
   }
+  bool TryLock() override {
+    int rc;
+    while ((rc = flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+    }
+    return rc == 0 || errno != EWOULDBLOCK;
+  }
+  void Unlock() override { flock(fd_, LOCK_UN); }
   Status Sync() override {
     if (fdatasync(fd_) != 0) return Status::FromErrno("cannot sync " + path_, errno);
     return Status::Ok();
@@ -146,6 +154,8 @@ class FaultFile : public WritableFile {
     }
     return base_->WriteAt(offset, data);
   }
+  bool TryLock() override { return base_->TryLock(); }
+  void Unlock() override { base_->Unlock(); }
   Status Sync() override { return base_->Sync(); }
   Status Close() override { return base_->Close(); }
 

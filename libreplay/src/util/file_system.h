@@ -30,6 +30,11 @@ class WritableFile {
   // overwrites what is there and extends the file past its end if `data` does,
   // but never shortens it (a reader may have the file mapped).
   virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
+  // Takes an exclusive advisory lock on the file without waiting (flock), which
+  // readers take shared while they copy it. False only if someone else holds it;
+  // a file system without such locks counts as locked.
+  virtual bool TryLock() = 0;
+  virtual void Unlock() = 0;
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
 };

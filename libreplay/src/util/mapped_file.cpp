@@ -1,6 +1,7 @@
 #include "util/mapped_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,11 +10,16 @@
 
 namespace replay {
 
-Result<MappedFile> MappedFile::Open(const std::string& path, bool copy) {
+Result<MappedFile> MappedFile::Open(const std::string& path, bool copy, bool lock_shared) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(path + " does not exist");
     return Status::FromErrno("cannot open " + path, errno);
+  }
+  // Released when fd is closed. A file system without flock reads unlocked.
+  if (lock_shared && copy) {
+    while (flock(fd, LOCK_SH) != 0 && errno == EINTR) {
+    }
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {

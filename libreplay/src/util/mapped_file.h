@@ -15,7 +15,9 @@ namespace replay {
 class MappedFile {
  public:
   // Maps `path` (a copy when `copy` is set: a file another process is writing).
-  static Result<MappedFile> Open(const std::string& path, bool copy = false);
+  // With `lock_shared`, the copy is taken under a shared flock: a trace writer
+  // holds the lock exclusively while it rewrites an events file in place.
+  static Result<MappedFile> Open(const std::string& path, bool copy = false, bool lock_shared = false);
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }
   MappedFile& operator=(MappedFile&& other) noexcept;
