@@ -172,12 +172,21 @@ TEST_CASE("a process killed with SIGKILL loses none of the events it appended", 
   CHECK(r->stats().blocks > 0);
 }
 
+std::string EventsPath(const std::string& dir) { return dir + "/rank-00000/" + format::kEventsFile; }
+
+// Appends `n` allreduce ops whose seq continues from `*appended`.
+void AppendOps(TraceWriter& w, int* appended, int n) {
+  for (int i = 0; i < n; ++i, ++*appended) {
+    REQUIRE(w.Append(testing::AllreduceOp(1, *appended + 1, 1, static_cast<uint64_t>(*appended))));
+  }
+}
+
 // Waits (up to ~20 s) until the running rank's events stream holds `n` events
 // in `blocks` intact blocks and nothing else. It scans a copy of the file
 // itself: a RankReader would take the file's lock, and a writer that finds it
 // taken seals its open block rather than rewrite it.
 bool StreamHolds(const std::string& dir, uint64_t n, uint64_t blocks) {
-  std::string path = dir + "/rank-00000/" + format::kEventsFile;
+  std::string path = EventsPath(dir);
   for (int tries = 0; tries < 4000; ++tries) {
     auto file = MappedFile::Open(path, /*copy=*/true);
     if (file.ok() && file->bytes().size() > sizeof(format::FileHeader)) {
@@ -202,11 +211,7 @@ TEST_CASE("a slow stream's flushes rewrite its last block in place until it is s
   auto w = TraceWriter::Open(o);
   REQUIRE(w.ok());
   int appended = 0;
-  auto append = [&](int n) {
-    for (int i = 0; i < n; ++i, ++appended) {
-      REQUIRE((*w)->Append(testing::AllreduceOp(1, appended + 1, 1, appended)));
-    }
-  };
+  auto append = [&](int n) { AppendOps(**w, &appended, n); };
   // Each batch reaches the events stream by the next flush, yet the stream
   // keeps one block: the open one, written again with every batch. One event
   // at a time, more events now and then compress to fewer bytes than before.
@@ -217,7 +222,7 @@ TEST_CASE("a slow stream's flushes rewrite its last block in place until it is s
   CHECK((*w)->stats().blocks_written == 0);  // none sealed yet
   CHECK((*w)->stats().events_written == 0);
   // With nothing new, flushes leave the file alone.
-  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  std::string events = EventsPath(dir.path());
   struct stat before, after;
   REQUIRE(stat(events.c_str(), &before) == 0);
   usleep(30000);  // 15 flush intervals
@@ -250,16 +255,12 @@ TEST_CASE("while a reader holds the events file's lock, the writer appends inste
   auto w = TraceWriter::Open(o);
   REQUIRE(w.ok());
   int appended = 0;
-  auto append = [&](int n) {
-    for (int i = 0; i < n; ++i, ++appended) {
-      REQUIRE((*w)->Append(testing::AllreduceOp(1, appended + 1, 1, appended)));
-    }
-  };
+  auto append = [&](int n) { AppendOps(**w, &appended, n); };
   append(10);
   REQUIRE(StreamHolds(dir.path(), 10, 1));
   // A reader copying the file: the open block is sealed as it is at each
   // flush and the new events go after it.
-  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  std::string events = EventsPath(dir.path());
   int fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
   REQUIRE(flock(fd, LOCK_SH) == 0);
@@ -370,7 +371,7 @@ TEST_CASE("a rank killed with its last block open reads every event once, torn b
   }
   // As if the kill had come in the middle of rewriting the block: the ring
   // gives back what the damaged block held.
-  std::string events = dir.path() + "/rank-00000/" + format::kEventsFile;
+  std::string events = EventsPath(dir.path());
   struct stat sb;
   REQUIRE(stat(events.c_str(), &sb) == 0);
   REQUIRE(truncate(events.c_str(), sb.st_size - 7) == 0);

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "replay/event.h"
 #include "replay/status.h"
@@ -141,6 +142,7 @@ class TraceWriter {
   void ReleaseThreadSlot();
 
  private:
+  struct BlockTally;
   explicit TraceWriter(WriterOptions options);
   Status Start();
   std::string PayloadPath(uint32_t segment) const;
@@ -149,6 +151,7 @@ class TraceWriter {
   void BackgroundLoop();
   Status DrainOnce(bool seal);
   void SealOpenBlock();
+  void Seal(const std::vector<uint64_t>& ends, const BlockTally& tally);
   Status WriteHeader(bool complete);
   Status CloseLocked(CloseReason reason);
 

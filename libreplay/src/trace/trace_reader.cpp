@@ -208,8 +208,8 @@ Status RankReader::Load(const ReadOptions& options) {
         stats_.raw_bytes += raw.size();
       }
       for (const BlockProblem& p : scanner.problems()) {
-        // A running rank's writer rewrites its last block in place while it is
-        // open, so that block may read as damaged rather than short.
+        // On a file system without flock a running rank's copy may catch its
+        // open last block being rewritten: damaged rather than short.
         bool tail = p.torn_tail || (running && p.offset + p.length == bytes.size());
         std::string msg = tail ? (running ? "last block still being written (" + p.reason + ")"
                                           : "torn tail: " + p.reason)

@@ -66,6 +66,15 @@ struct PendingRecord {
 
 }  // namespace
 
+// What some blocks of the events stream hold, for WriterStats.
+struct TraceWriter::BlockTally {
+  uint64_t events = 0;
+  uint64_t blocks = 0;
+  uint64_t raw = 0;
+  uint64_t stored = 0;
+  uint64_t drops = 0;  // counts carried by Drop events
+};
+
 struct TraceWriter::State {
   FileSystem* fs = nullptr;
   std::unique_ptr<Ring> ring;
@@ -83,12 +92,9 @@ struct TraceWriter::State {
   std::vector<uint64_t> seal_end;
   std::string out;
   // The events stream is sealed blocks up to `sealed_at`, then the open block
-  // (`open_bytes` long, 0 if there is none). See DrainOnce.
+  // (`open.stored` bytes, 0 if there is none). See DrainOnce.
   uint64_t sealed_at = 0;
-  uint64_t open_bytes = 0;
-  uint64_t open_events = 0;
-  uint64_t open_raw = 0;
-  uint64_t open_drops = 0;
+  BlockTally open;
   std::vector<uint64_t> open_end;  // per slot: the position past its records in the open block
 
   std::mutex payload_mu;
@@ -405,20 +411,19 @@ Status TraceWriter::DrainOnce(bool seal) {
     // lines appenders are writing at this moment and make them wait.
     const bool more = st.pending.size() >= budget;
     if (more) seal_all = true;
+    const size_t total = st.pending.size();
+    // Nothing appended since the open block was written: leave it as it is.
+    if (!seal_all && total == st.open.events) break;
     auto by_index = [](const PendingRecord& a, const PendingRecord& b) { return a.index < b.index; };
     if (!std::is_sorted(st.pending.begin(), st.pending.end(), by_index)) {
       std::sort(st.pending.begin(), st.pending.end(), by_index);
     }
-    const size_t total = st.pending.size();
-    // Nothing appended since the open block was written: leave it as it is.
-    if (!seal_all && total == st.open_events) break;
     const size_t sealed = seal_all ? total : total - total % options_.block_events;
     const TickClock clock = ring.Clock();
     const int64_t start_ns = ring.start_mono_ns();
     auto event_ns = [&](uint64_t ticks) { return clock.ToMonotonicNs(ticks) - start_ns; };
     st.out.clear();
-    uint64_t sealed_bytes = 0, sealed_raw = 0, sealed_blocks = 0, sealed_drops = 0;
-    uint64_t open_raw = 0, open_drops = 0;
+    BlockTally sealed_tally, open_tally;
     for (size_t at = 0; at < total; at += options_.block_events) {
       size_t n = std::min<size_t>(options_.block_events, total - at);
       const PendingRecord& first = st.pending[at];
@@ -443,18 +448,16 @@ Status TraceWriter::DrainOnce(bool seal) {
       }
       std::span<const uint8_t> raw = st.encoder.Finish();
       // The last block must not end before the open block it replaces did.
-      size_t min_bytes = at + n == total && st.open_bytes > st.out.size() ? st.open_bytes - st.out.size() : 0;
+      size_t min_bytes = at + n == total && st.open.stored > st.out.size() ? st.open.stored - st.out.size() : 0;
+      size_t before = st.out.size();
       REPLAY_RETURN_IF_ERROR(
           st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out, min_bytes));
-      if (at < sealed) {
-        sealed_bytes = st.out.size();
-        sealed_raw += raw.size();
-        sealed_drops += drops;
-        ++sealed_blocks;
-      } else {
-        open_raw = raw.size();
-        open_drops = drops;
-      }
+      BlockTally& t = at < sealed ? sealed_tally : open_tally;
+      t.events += n;
+      t.blocks += 1;
+      t.raw += raw.size();
+      t.stored += st.out.size() - before;
+      t.drops += drops;
     }
     // Rewriting the open block in place needs the file's lock, which a reader
     // of this running rank holds shared while it copies the file (a copy taken
@@ -462,8 +465,8 @@ Status TraceWriter::DrainOnce(bool seal) {
     // reader there, or blocks that came out shorter than the open block and
     // could not be padded, seal that block as it is and go round again for
     // what came after it: appending needs no lock.
-    const bool rewrite = st.open_bytes != 0;
-    if (rewrite && (st.out.size() < st.open_bytes || !st.events->TryLock())) {
+    const bool rewrite = st.open.stored != 0;
+    if (rewrite && (st.out.size() < st.open.stored || !st.events->TryLock())) {
       SealOpenBlock();
       continue;
     }
@@ -472,28 +475,13 @@ Status TraceWriter::DrainOnce(bool seal) {
     REPLAY_RETURN_IF_ERROR(written);
     // The sealed blocks are durable in the events stream (page cache): their
     // ring space can go. Each slot's sealed records come first in it.
-    if (sealed == total) {
-      for (uint32_t i = 0; i < slots; ++i) {
-        if (st.slot_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.slot_end[i]);
-      }
-    } else {
+    if (sealed != total) {
       st.seal_end.assign(slots, UINT64_MAX);
       for (size_t i = 0; i < sealed; ++i) st.seal_end[st.pending[i].slot] = st.pending[i].rec.end;
-      for (uint32_t i = 0; i < slots; ++i) {
-        if (st.seal_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.seal_end[i]);
-      }
     }
-    st.sealed_at += sealed_bytes;
-    st.open_bytes = st.out.size() - sealed_bytes;
-    st.open_events = total - sealed;
-    st.open_raw = open_raw;
-    st.open_drops = open_drops;
+    Seal(sealed == total ? st.slot_end : st.seal_end, sealed_tally);
+    st.open = open_tally;
     st.open_end = st.slot_end;
-    st.events_written.fetch_add(sealed, std::memory_order_relaxed);
-    st.blocks_written.fetch_add(sealed_blocks, std::memory_order_relaxed);
-    st.raw_bytes.fetch_add(sealed_raw, std::memory_order_relaxed);
-    st.stored_bytes.fetch_add(sealed_bytes, std::memory_order_relaxed);
-    st.drops_reported.fetch_add(sealed_drops, std::memory_order_relaxed);
     if (!more) break;
   }
   ring.ReapReleased();
@@ -502,18 +490,26 @@ Status TraceWriter::DrainOnce(bool seal) {
 
 void TraceWriter::SealOpenBlock() {
   State& st = *state_;
-  if (st.open_bytes == 0) return;
+  if (st.open.stored == 0) return;
+  Seal(st.open_end, st.open);
+  st.open = BlockTally{};
+}
+
+// Blocks written at `sealed_at` and holding `tally` are sealed: the stream
+// goes on after them, and their ring space, up to `ends` per slot (UINT64_MAX:
+// none), can go.
+void TraceWriter::Seal(const std::vector<uint64_t>& ends, const BlockTally& tally) {
+  State& st = *state_;
   Ring& ring = *st.ring;
-  for (uint32_t i = 0; i < st.open_end.size() && i < ring.slots_used(); ++i) {
-    if (st.open_end[i] != UINT64_MAX) Ring::Consume(ring.slot(i), st.open_end[i]);
+  for (uint32_t i = 0; i < ends.size() && i < ring.slots_used(); ++i) {
+    if (ends[i] != UINT64_MAX) Ring::Consume(ring.slot(i), ends[i]);
   }
-  st.sealed_at += st.open_bytes;
-  st.events_written.fetch_add(st.open_events, std::memory_order_relaxed);
-  st.blocks_written.fetch_add(1, std::memory_order_relaxed);
-  st.raw_bytes.fetch_add(st.open_raw, std::memory_order_relaxed);
-  st.stored_bytes.fetch_add(st.open_bytes, std::memory_order_relaxed);
-  st.drops_reported.fetch_add(st.open_drops, std::memory_order_relaxed);
-  st.open_bytes = st.open_events = st.open_raw = st.open_drops = 0;
+  st.sealed_at += tally.stored;
+  st.events_written.fetch_add(tally.events, std::memory_order_relaxed);
+  st.blocks_written.fetch_add(tally.blocks, std::memory_order_relaxed);
+  st.raw_bytes.fetch_add(tally.raw, std::memory_order_relaxed);
+  st.stored_bytes.fetch_add(tally.stored, std::memory_order_relaxed);
+  st.drops_reported.fetch_add(tally.drops, std::memory_order_relaxed);
 }
 
 Status TraceWriter::Flush() {

@@ -6,24 +6,32 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace replay {
 namespace {
 
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
+// Writes all of `data` at `offset`; returns the offset past it in `*end` as far
+// as it got.
+Status WriteAllAt(int fd, std::string_view data, uint64_t offset, const std::string& path,
+                  uint64_t* end = nullptr) {
   const char* p = data.data();
   size_t left = data.size();
+  Status st;
   while (left > 0) {
-    ssize_t n = write(fd, p, left);
+    ssize_t n = pwrite(fd, p, left, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno("cannot write " + path, errno);
+      st = Status::FromErrno("cannot write " + path, errno);
+      break;
     }
     p += n;
     left -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
   }
-  return Status::Ok();
+  if (end != nullptr) *end = offset;
+  return st;
 }
 
 // Writes at explicit offsets (no O_APPEND, under which Linux ignores pwrite's
@@ -37,20 +45,10 @@ class PosixFile : public WritableFile {
   Status Append(std::string_view data) override { return WriteAt(size_, data); }
   Status WriteAt(uint64_t offset, std::string_view data) override {
     if (offset > size_) return Status::InvalidArgument("write past the end of " + path_);
-    const char* p = data.data();
-    size_t left = data.size();
-    while (left > 0) {
-      ssize_t n = pwrite(fd_, p, left, static_cast<off_t>(offset));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status::FromErrno("cannot write " + path_, errno);
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-      if (offset > size_) size_ = offset;
-    }
-    return Status::Ok();
+    uint64_t end = offset;
+    Status st = WriteAllAt(fd_, data, offset, path_, &end);
+    size_ = std::max(size_, end);
+    return st;
   }
   bool TryLock() override {
     int rc;
@@ -116,7 +114,7 @@ class PosixFileSystem : public FileSystem {
     std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(gettid());
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return Status::FromErrno("cannot create " + tmp, errno);
-    Status st = WriteAll(fd, data, tmp);
+    Status st = WriteAllAt(fd, data, 0, tmp);
     if (st.ok() && fdatasync(fd) != 0) st = Status::FromErrno("cannot sync " + tmp, errno);
     close(fd);
     if (st.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
