@@ -338,7 +338,7 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
     files.push_back({staged, name, static_cast<uint64_t>(st.st_size)});
     return Status::Ok();
   };
-  auto stage_bytes = [&](const std::string& name, const std::string& bytes) -> Status {
+  auto stage_bytes = [&](const std::string& name, std::string_view bytes) -> Status {
     std::string staged = stage + "/" + name;
     REPLAY_RETURN_IF_ERROR(WriteWholeFile(staged, bytes, 0600));
     files.push_back({staged, name, bytes.size()});
@@ -375,8 +375,27 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
     while (dirent* de = readdir(d)) names.push_back(de->d_name);
     closedir(d);
     std::sort(names.begin(), names.end());
+    // A running rank's writer moves events from its ring to its events stream
+    // and rewrites the stream's open last block, so both are copied now, as
+    // RankReader reads a running rank: the ring first, then the stream under
+    // its shared lock. An event sealed in between is then in both (the reader
+    // drops the second), never in neither.
+    const bool running = RankReader::IsRunning(e.dir);
+    if (running) {
+      for (const char* f : {format::kRingFile, format::kEventsFile}) {
+        std::string source = e.dir + "/" + f;
+        if (!FileExists(source)) continue;
+        bool stream = std::string_view(f) == format::kEventsFile;
+        auto copy = MappedFile::Open(source, /*copy=*/true, /*lock_shared=*/stream);
+        if (!copy.ok()) return copy.status();
+        auto bytes = copy->bytes();
+        REPLAY_RETURN_IF_ERROR(
+            stage_bytes(e.name + "/" + f, {reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
+      }
+    }
     for (const std::string& f : names) {
       if (!ValidRankFile(f)) continue;
+      if (running && (f == format::kRingFile || f == format::kEventsFile)) continue;
       if (!options.payloads && IsPayloadFile(f)) continue;
       std::string source = e.dir + "/" + f;
       std::string name = e.name + "/" + f;
