@@ -684,5 +684,46 @@ TEST_CASE("check JSON carries the finding's kind, ranks, communicator and catego
   CHECK(j["ranks"][1]["blocked"] == true);
 }
 
+
+TEST_CASE("check reads a trace claiming a world size or communicators no job has without trusting them",
+          "[analysis]") {
+  // Found by the analysis fuzz target: a header's world size of two billion
+  // made check list every rank up to it, and a communicator announced with
+  // that size made it allocate a slot per member.
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), 2, [](int r, RankHeader* h) {
+      if (r == 1) h->world_size = 2'000'000'000;
+    });
+    Trainer t(job);
+    for (int r = 0; r < 2; ++r) {
+      t.Step(r);
+      CommCreateEvent c{};
+      c.comm = 0xbad;
+      c.api = testing::kMpiCommSplit;
+      c.size = 2'000'000'000;
+      c.rank = r;
+      c.device = -1;
+      Event e = Event::Make(c);
+      e.list = {0, 1, int64_t{1} << 40};
+      job.Append(r, e);
+      t.Finish(r);
+    }
+  }
+  CheckReport report = Check(dir.path());
+  INFO(Titles(report));
+  for (const std::string& n : report.notes) INFO(n);
+  CHECK(report.world_size == 2);
+  CHECK(report.ranks.size() == 2);
+  auto noted = [&](const std::string& what) {
+    return std::any_of(report.notes.begin(), report.notes.end(),
+                       [&](const std::string& n) { return n.find(what) != std::string::npos; });
+  };
+  CHECK(noted("rank 1: its header states world size 2000000000, outside -1..1048576"));
+  CHECK(report.findings.empty());
+  CHECK(noted("rank 0: 1 events hold values no recorder writes"));
+  CHECK(noted("rank 1: 1 events hold values no recorder writes"));
+}
+
 }  // namespace
 }  // namespace replay

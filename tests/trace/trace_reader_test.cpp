@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/block.h"
+#include "trace/event_codec.h"
 #include "trace/format.h"
 
 namespace replay {
@@ -305,6 +307,118 @@ TEST_CASE("a header or manifest holding an empty message is damage, not a crash"
   auto m = DecodeJobManifest({reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()},
                              "manifest");
   CHECK(m.status().code() == Status::Code::kCorruption);
+}
+
+
+TEST_CASE("a header or manifest stating a rank, world size or clock no job has reads with that value unknown",
+          "[trace]") {
+  // Found by the analysis fuzz target: a world size of 2^31-1 made `check`
+  // list two billion untraced ranks.
+  auto decode = [](const RankHeader& h) {
+    std::string bytes = EncodeRankHeader(h);
+    auto d = DecodeRankHeader({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "header");
+    REQUIRE(d.ok());
+    return std::move(d).value();
+  };
+  RankHeader good;
+  good.rank = 3;
+  good.world_size = 4;
+  good.host = "node7";
+  good.start_realtime_ns = 1'700'000'000'000'000'000;
+  good.start_monotonic_ns = 5'000'000'000;
+  CHECK(decode(good).damage.empty());
+  RankHeader edge = good;
+  edge.rank = format::kMaxRanks - 1;
+  edge.world_size = format::kMaxRanks;
+  CHECK(decode(edge).damage.empty());
+  edge.rank = edge.world_size = -1;  // not known yet
+  CHECK(decode(edge).damage.empty());
+  struct Case {
+    const char* said;
+    std::function<void(RankHeader*)> damage;
+    std::function<bool(const RankHeader&)> unknown;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"states world size 2147483647, outside -1..1048576", [](RankHeader* h) { h->world_size = INT32_MAX; },
+            [](const RankHeader& h) { return h.world_size == -1; }},
+           {"states world size 1048577", [](RankHeader* h) { h->world_size = format::kMaxRanks + 1; },
+            [](const RankHeader& h) { return h.world_size == -1; }},
+           {"states world size -2", [](RankHeader* h) { h->world_size = -2; },
+            [](const RankHeader& h) { return h.world_size == -1; }},
+           {"states rank 1048576, outside -1..1048575", [](RankHeader* h) { h->rank = format::kMaxRanks; },
+            [](const RankHeader& h) { return h.rank == -1; }},
+           {"states rank -7", [](RankHeader* h) { h->rank = -7; }, [](const RankHeader& h) { return h.rank == -1; }},
+           {"states start time -1 ns, not a clock reading", [](RankHeader* h) { h->start_realtime_ns = -1; },
+            [](const RankHeader& h) { return h.start_realtime_ns == 0; }},
+           {"states monotonic start time 9223372036854775807 ns",
+            [](RankHeader* h) { h->start_monotonic_ns = INT64_MAX; },
+            [](const RankHeader& h) { return h.start_monotonic_ns == 0; }},
+           {"states close time 4611686018427387904 ns",
+            [](RankHeader* h) { h->close_realtime_ns = format::kMaxClockNs; },
+            [](const RankHeader& h) { return h.close_realtime_ns == 0; }},
+       }) {
+    INFO(c.said);
+    RankHeader h = good;
+    c.damage(&h);
+    RankHeader d = decode(h);
+    CHECK(d.damage.find(c.said) != std::string::npos);
+    CHECK(d.damage.find("(damaged, or not written by replay): ignored") != std::string::npos);
+    CHECK(c.unknown(d));
+    CHECK(d.host == "node7");  // the rest is kept
+  }
+  JobManifest m;
+  m.world_size = INT32_MAX;
+  std::string bytes = EncodeJobManifest(m);
+  auto dm = DecodeJobManifest({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "manifest");
+  REQUIRE(dm.ok());
+  CHECK(dm->world_size == -1);
+  CHECK(dm->damage.find("states world size 2147483647") != std::string::npos);
+
+  // The reader says so.
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 3);
+  RankHeader h = decode(good);
+  h.rank = 0;
+  h.trace_uuid = Uuid{1, 2, 3};
+  h.world_size = INT32_MAX;
+  testing::WriteFile(dir / "rank-00000/header", EncodeRankHeader(h));
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  CHECK((*r)->header().world_size == -1);
+  REQUIRE(!(*r)->problems().empty());
+  CHECK((*r)->problems()[0].message.find("states world size 2147483647") != std::string::npos);
+}
+
+TEST_CASE("event times no clock gives are clamped and reported, so sums of times cannot overflow", "[trace]") {
+  // Found by the analysis fuzz target: a crafted time overflowed check's
+  // arithmetic on wall-clock times.
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 3);
+  std::vector<Event> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(testing::AllreduceOp(5, i + 1, 4, i));
+    events.back().index = i;
+  }
+  events[0].time_ns = 1000;
+  events[1].time_ns = INT64_MAX;
+  events[2].time_ns = INT64_MIN + 5;
+  EventBlockEncoder encoder;
+  std::span<const uint8_t> raw = encoder.Encode(events);
+  std::string file;
+  const Uuid uuid{1, 2, 3};
+  EncodeFileHeader(format::StreamKind::kEvents, uuid.data(), &file);
+  BlockCodec codec;
+  REQUIRE(codec.Encode(format::BlockKind::kEvents, 0, events.size(), raw, &file).ok());
+  testing::WriteFile(dir / "rank-00000/events", file);
+  auto r = RankReader::Open(dir / "rank-00000");
+  REQUIRE(r.ok());
+  REQUIRE((*r)->events().size() == 3);
+  CHECK((*r)->events()[0].time_ns == 1000);
+  CHECK((*r)->events()[1].time_ns == format::kMaxEventTimeNs);
+  CHECK((*r)->events()[2].time_ns == -format::kMaxEventTimeNs);
+  bool said = false;
+  for (const TraceProblem& p : (*r)->problems()) said = said || p.message.find("2 events with a time") != std::string::npos;
+  CHECK(said);
 }
 
 }  // namespace

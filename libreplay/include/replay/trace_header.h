@@ -65,6 +65,10 @@ struct RankHeader {
   uint64_t event_count = 0;
   uint64_t dropped_events = 0;
   std::string recording_error;
+  // Set by DecodeRankHeader: the values it found impossible (a rank or world
+  // size no job has, a time no clock gives) and replaced by "not known"
+  // (-1, or 0 for times). Empty for a sound header. Never written.
+  std::string damage;
 
   // The name of API id `api`, or "api#N" if the header does not list it.
   std::string ApiName(uint16_t api) const;
@@ -83,6 +87,7 @@ struct JobManifest {
   int32_t world_size = -1;
   std::string recorder;
   std::string host;
+  std::string damage;  // as RankHeader::damage
 };
 
 // Encodings as stored in `header` and `manifest` (a framed, checksummed block).

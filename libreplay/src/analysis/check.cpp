@@ -144,6 +144,13 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
       report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) +
                              " events unreadable (damaged trace)");
     }
+    if (!d.header.damage.empty()) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": its header " + d.header.damage);
+    }
+    if (d.damaged > 0) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.damaged) +
+                             " events hold values no recorder writes (damaged trace): they are read in part");
+    }
     if (d.status == RankStatus::kFailed) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": recording failed (" +
                              d.header.recording_error + "); its trace stops early");

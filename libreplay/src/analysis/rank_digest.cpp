@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "trace/format.h"
 #include "util/hash.h"
 
 namespace replay::analysis {
@@ -419,20 +420,10 @@ class Scanner {
   }
 
   void OnCommCreate(const Event& e) {
-    const CommCreateEvent& cc = e.comm_create;
-    CommRecord r;
-    r.id = cc.comm;
-    r.parent = cc.parent;
-    r.api = reader_.header().ApiName(cc.api);
-    r.parent_seq = cc.parent_seq;
-    r.color = cc.color;
-    r.key = cc.key;
-    r.size = cc.size;
-    r.rank = cc.rank;
-    r.flags = cc.flags;
-    r.device = cc.device;
-    r.members.assign(e.list.begin(), e.list.end());
-    comms_[cc.comm] = CommInfo{cc.size, cc.rank, r.members};
+    bool damaged = false;
+    CommRecord r = CommRecordOf(e, reader_.header(), &damaged);
+    if (damaged) ++d_.damaged;
+    comms_[r.id] = CommInfo{r.size, r.rank, r.members};
     cached_comm_ = nullptr;
     d_.comms.push_back(std::move(r));
   }
@@ -581,6 +572,31 @@ uint64_t HashSignature(const CollSignature& s) {
                       s.counts_hash,
                       s.api};
   return Hash64(parts, sizeof(parts));
+}
+
+CommRecord CommRecordOf(const Event& e, const RankHeader& header, bool* damaged) {
+  const CommCreateEvent& cc = e.comm_create;
+  CommRecord r;
+  r.id = cc.comm;
+  r.parent = cc.parent;
+  r.api = header.ApiName(cc.api);
+  r.parent_seq = cc.parent_seq;
+  r.color = cc.color;
+  r.key = cc.key;
+  r.size = cc.size;
+  r.rank = cc.rank;
+  r.flags = cc.flags;
+  r.device = cc.device;
+  bool members_ok = e.list.size() <= static_cast<size_t>(format::kMaxRanks) &&
+                    std::all_of(e.list.begin(), e.list.end(),
+                                [](int64_t m) { return m >= 0 && m < format::kMaxRanks; });
+  if (members_ok) r.members.assign(e.list.begin(), e.list.end());
+  bool size_ok = r.size >= -1 && r.size <= format::kMaxRanks;
+  bool rank_ok = r.rank >= -1 && r.rank < format::kMaxRanks && (r.size <= 0 || r.rank < r.size);
+  if (!size_ok) r.size = -1;
+  if (!rank_ok) r.rank = -1;
+  *damaged = !size_ok || !rank_ok || !members_ok;
+  return r;
 }
 
 RankDigest DigestRank(const RankReader& reader, const DigestOptions& options) {

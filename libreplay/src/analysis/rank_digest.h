@@ -100,6 +100,11 @@ struct CommRecord {
   std::vector<int32_t> members;  // world ranks
 };
 
+// The communicator a commCreate event announces, as `header`'s rank saw it.
+// A size, rank or member list no job has (a damaged trace) is left out (size
+// and rank -1, no members), and `damaged` is set.
+CommRecord CommRecordOf(const Event& e, const RankHeader& header, bool* damaged);
+
 // Messages between this rank and one peer on one communicator, one direction.
 struct P2pChannel {
   uint64_t comm = 0;
@@ -160,6 +165,7 @@ struct RankDigest {
   uint64_t events = 0;
   uint64_t dropped = 0;
   uint64_t missing = 0;
+  uint64_t damaged = 0;  // events holding values no recorder writes, read in part
   int64_t first_ns = 0, last_ns = 0;  // rank-relative times of its first and last event
 
   std::vector<CollEntry> collectives;   // moved out when merged

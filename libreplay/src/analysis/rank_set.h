@@ -11,14 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "trace/format.h"
+
 namespace replay::analysis {
 
 class RankSet {
  public:
   RankSet() = default;
 
+  // Ranks outside 0..format::kMaxRanks-1 (only a damaged trace holds them)
+  // are not members of any set.
   void Add(int32_t rank) {
-    if (rank < 0) return;
+    if (rank < 0 || rank >= format::kMaxRanks) return;
     size_t w = static_cast<size_t>(rank) / 64;
     // Ranks mostly arrive in increasing order: grow geometrically, not by a word.
     if (w >= words_.size()) words_.resize(std::max(w + 1, words_.size() * 2), 0);

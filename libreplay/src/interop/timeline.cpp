@@ -142,20 +142,9 @@ class RankScan {
   }
 
   void OnCommCreate(const Event& e) {
-    const CommCreateEvent& cc = e.comm_create;
-    analysis::CommRecord rec;
-    rec.id = cc.comm;
-    rec.parent = cc.parent;
-    rec.api = reader_.header().ApiName(cc.api);
-    rec.parent_seq = cc.parent_seq;
-    rec.color = cc.color;
-    rec.key = cc.key;
-    rec.size = cc.size;
-    rec.rank = cc.rank;
-    rec.flags = cc.flags;
-    rec.device = cc.device;
-    rec.members.assign(e.list.begin(), e.list.end());
-    members_[cc.comm] = rec.members;
+    bool damaged = false;
+    analysis::CommRecord rec = analysis::CommRecordOf(e, reader_.header(), &damaged);
+    members_[rec.id] = rec.members;
     lineage_.Add(rec, reader_.rank());
   }
 

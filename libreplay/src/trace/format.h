@@ -28,6 +28,16 @@ inline constexpr const char* kEventsFile = "events";
 inline constexpr const char* kPayloadsFile = "payloads";
 inline constexpr const char* kRingFile = "ring";
 
+// The most ranks a trace describes: a header or manifest naming a rank or
+// world size beyond it is damaged or foreign, and is read as such.
+inline constexpr int32_t kMaxRanks = 1 << 20;
+// Clock readings a header states (realtime and monotonic ns) lie in
+// [0, kMaxClockNs) (2^62 ns: until the year 2116), and an event's time, in ns
+// since its rank's start, within +-kMaxEventTimeNs (2^60 ns: 36 years). With
+// these bounds a reader's sums and differences of times cannot overflow.
+inline constexpr int64_t kMaxClockNs = int64_t{1} << 62;
+inline constexpr int64_t kMaxEventTimeNs = int64_t{1} << 60;
+
 // Every stream file (events, payloads) starts with a FileHeader.
 inline constexpr char kFileMagic[8] = {'R', 'E', 'P', 'L', 'A', 'Y', 'T', 'R'};
 

@@ -165,6 +165,28 @@ capnp::ReaderOptions Limits(size_t words) {
   return o;
 }
 
+// A rank or world size a header states: -1 (not known) or 0..`most`. Any
+// other value is damage: it is replaced by -1 and described in `damage`.
+void CheckRanks(const char* field, int32_t* value, int32_t most, std::string* damage) {
+  if (*value >= -1 && *value <= most) return;
+  if (!damage->empty()) *damage += "; ";
+  *damage += std::string("states ") + field + " " + std::to_string(*value) + ", outside -1.." + std::to_string(most);
+  *value = -1;
+}
+
+// A clock reading a header states, in ns: 0..kMaxClockNs. Any other value is
+// damage: it is replaced by 0 (not known) and described in `damage`.
+void CheckClock(const char* field, int64_t* value, std::string* damage) {
+  if (*value >= 0 && *value < format::kMaxClockNs) return;
+  if (!damage->empty()) *damage += "; ";
+  *damage += std::string("states ") + field + " " + std::to_string(*value) + " ns, not a clock reading";
+  *value = 0;
+}
+
+void EndDamage(std::string* damage) {
+  if (!damage->empty()) *damage += " (damaged, or not written by replay): ignored";
+}
+
 }  // namespace
 
 std::string_view RankHeader::Version(std::string_view key) const { return Lookup(versions, key); }
@@ -245,6 +267,12 @@ Result<RankHeader> DecodeRankHeader(std::span<const uint8_t> file, const std::st
                            std::to_string(h.min_reader_epoch) + " or later (this one reads " +
                            std::to_string(format::kFormatEpoch) + "): upgrade replay");
   }
+  CheckRanks("rank", &h.rank, format::kMaxRanks - 1, &h.damage);
+  CheckRanks("world size", &h.world_size, format::kMaxRanks, &h.damage);
+  CheckClock("start time", &h.start_realtime_ns, &h.damage);
+  CheckClock("monotonic start time", &h.start_monotonic_ns, &h.damage);
+  CheckClock("close time", &h.close_realtime_ns, &h.damage);
+  EndDamage(&h.damage);
   return h;
 }
 
@@ -291,6 +319,9 @@ Result<JobManifest> DecodeJobManifest(std::span<const uint8_t> file, const std::
                            std::to_string(m.min_reader_epoch) + " or later (this one reads " +
                            std::to_string(format::kFormatEpoch) + "): upgrade replay");
   }
+  CheckRanks("world size", &m.world_size, format::kMaxRanks, &m.damage);
+  CheckClock("creation time", &m.created_realtime_ns, &m.damage);
+  EndDamage(&m.damage);
   return m;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -29,7 +30,7 @@ int32_t RankFromName(const std::string& name) {
   if (i >= name.size() || !isdigit(static_cast<unsigned char>(name[i]))) return -1;
   for (; i < name.size() && isdigit(static_cast<unsigned char>(name[i])); ++i) {
     r = r * 10 + (name[i] - '0');
-    if (r > 100000000) return -1;
+    if (r >= format::kMaxRanks) return -1;
   }
   return r;
 }
@@ -138,6 +139,7 @@ Status RankReader::Load(const ReadOptions& options) {
     if (h.ok()) {
       header_ = std::move(h).value();
       header_ok_ = true;
+      if (!header_.damage.empty()) problems_.push_back({header_path, 0, 0, false, header_.damage});
     } else if (h.status().code() == Status::Code::kVersion ||
                h.status().code() == Status::Code::kNotATrace) {
       return h.status();
@@ -262,14 +264,27 @@ Status RankReader::Load(const ReadOptions& options) {
   events_.erase(std::unique(events_.begin(), events_.end(),
                             [](const Event& a, const Event& b) { return a.index == b.index; }),
                 events_.end());
+  // A time no clock gives (a damaged or foreign trace) is clamped, so that
+  // what reads the events can add and subtract times without overflow.
+  uint64_t clamped = 0;
   for (size_t i = 0; i < events_.size(); ++i) {
     uint64_t expected = i == 0 ? 0 : events_[i - 1].index + 1;
     if (events_[i].index > expected) stats_.missing += events_[i].index - expected;
     if (events_[i].kind == EventKind::kDrop) stats_.dropped += events_[i].drop.count;
+    int64_t& t = events_[i].time_ns;
+    if (t > format::kMaxEventTimeNs || t < -format::kMaxEventTimeNs) {
+      t = t > 0 ? format::kMaxEventTimeNs : -format::kMaxEventTimeNs;
+      ++clamped;
+    }
   }
   if (stats_.missing > 0) {
     problems_.push_back({events_path, 0, 0, false,
                          std::to_string(stats_.missing) + " events missing from the index sequence"});
+  }
+  if (clamped > 0) {
+    problems_.push_back({events_path, 0, 0, false,
+                         std::to_string(clamped) + " events with a time more than 2^60 ns from the rank's start "
+                         "(damaged): their times are clamped to it"});
   }
 
   if (header_ok_ && header_.complete) {
@@ -286,7 +301,10 @@ Status RankReader::Load(const ReadOptions& options) {
   if (rank_ < 0) {
     for (const Event& e : events_) {
       if (e.kind == EventKind::kInfo && e.info_key() == "mpi.world_rank") {
-        rank_ = std::atoi(std::string(e.info_value()).c_str());
+        std::string v(e.info_value());
+        char* end = nullptr;
+        long r = std::strtol(v.c_str(), &end, 10);
+        if (end != v.c_str() && *end == '\0' && r >= 0 && r < format::kMaxRanks) rank_ = static_cast<int32_t>(r);
         break;
       }
     }
@@ -392,6 +410,7 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
       auto m = DecodeJobManifest(mf->bytes(), manifest_path);
       if (m.ok()) {
         t->manifest_ = std::move(m).value();
+        if (!t->manifest_->damage.empty()) t->problems_.push_back({manifest_path, 0, 0, false, t->manifest_->damage});
       } else if (m.status().code() == Status::Code::kVersion) {
         return m.status();
       } else {
