@@ -2,17 +2,19 @@
 # run_fuzz.sh: runs a fuzz target for a fixed time.
 #
 # Usage: [TARGET=NAME] tests/fuzz/run_fuzz.sh [SECONDS] [BUILD_DIR] [-- LIBFUZZER_FLAGS...]
-#   TARGET     trace_decoder_fuzz (default: the trace's bytes) or
+#   TARGET     trace_decoder_fuzz (default: the trace's bytes),
 #              trace_analysis_fuzz (what check, reports, diff, dump and the
-#              exports make of a well-formed trace's content)
+#              exports make of a well-formed trace's content) or
+#              flight_recorder_fuzz (importing PyTorch Flight Recorder dumps)
 #   SECONDS    how long to fuzz (default 60)
 #   BUILD_DIR  a clang build with REPLAY_BUILD_FUZZ=ON (default build-fuzz); it is
 #              configured here if missing, and the target is (re)built.
 #
-# New inputs go to a scratch corpus, BUILD_DIR/fuzz-corpus (…-analysis for the
-# analysis target), seeded from the checked-in tests/fuzz/corpus or
-# corpus-analysis (never written to). Exit status 0 means no finding; otherwise
-# the failing input is in BUILD_DIR/fuzz-artifacts/ and the log names it.
+# New inputs go to a scratch corpus, BUILD_DIR/fuzz-corpus (-analysis,
+# -flight-recorder for the other targets), seeded from the checked-in
+# tests/fuzz/corpus (corpus-analysis, corpus-flight-recorder), never written
+# to. Exit status 0 means no finding; otherwise the failing input is in
+# BUILD_DIR/fuzz-artifacts/ and the log names it.
 # Reproduce a finding with: BUILD_DIR/tests/fuzz/TARGET FILE
 set -euo pipefail
 
@@ -30,7 +32,9 @@ target="${TARGET:-trace_decoder_fuzz}"
 case "$target" in
   trace_decoder_fuzz) corpus="$build/fuzz-corpus" seeds="$src/tests/fuzz/corpus" ;;
   trace_analysis_fuzz) corpus="$build/fuzz-corpus-analysis" seeds="$src/tests/fuzz/corpus-analysis" ;;
-  *) echo "run_fuzz.sh: unknown TARGET $target (trace_decoder_fuzz or trace_analysis_fuzz)" >&2; exit 2 ;;
+  flight_recorder_fuzz) corpus="$build/fuzz-corpus-flight-recorder" seeds="$src/tests/fuzz/corpus-flight-recorder" ;;
+  *) echo "run_fuzz.sh: unknown TARGET $target (trace_decoder_fuzz, trace_analysis_fuzz or flight_recorder_fuzz)" >&2
+     exit 2 ;;
 esac
 cmake --build "$build" --target "$target" -j"$(nproc)"
 

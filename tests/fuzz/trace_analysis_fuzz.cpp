@@ -23,20 +23,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "read_trace.h"
 #include "record/comm_table.h"
-#include "replay/check.h"
-#include "replay/diff.h"
-#include "replay/event_format.h"
-#include "replay/flight_recorder.h"
-#include "replay/perfetto.h"
-#include "replay/report.h"
 #include "replay/trace_header.h"
-#include "replay/trace_reader.h"
 #include "trace/block.h"
 #include "trace/event_codec.h"
 #include "trace/format.h"
@@ -249,9 +242,6 @@ std::vector<Event> Events(FuzzedDataProvider& in) {
   return events;
 }
 
-// As the commands print JSON: bytes that are not UTF-8 replaced, not thrown on.
-void Print(const nlohmann::json& j) { (void)j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 void WriteFile(const std::string& path, std::string_view bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
@@ -271,35 +261,6 @@ std::string EventsStream(FuzzedDataProvider& in, const std::vector<Event>& event
     at += n;
   }
   return file;
-}
-
-// Everything that reads the trace's content.
-void ReadAll(const std::string& dir, const std::string& scratch) {
-  auto trace = TraceReader::Open(dir);
-  if (!trace.ok()) return;
-  const TraceReader& t = **trace;
-  for (size_t i = 0; i < t.ranks().size(); ++i) {
-    auto r = t.OpenRank(i);
-    if (!r.ok()) continue;
-    for (const Event& e : (*r)->events()) {
-      (void)FormatEvent(e, (*r)->header());
-      Print(EventToJson(e, (*r)->header()));
-    }
-  }
-  CheckOptions co;
-  co.threads = 1;
-  co.min_wait_ns = 0;
-  auto report = CheckTrace(t, co);
-  if (report.ok()) {
-    Print(CheckReportToJson(*report));
-    (void)RenderMarkdownReport(t, *report);
-    (void)RenderHtmlReport(t, *report);
-  }
-  auto diff = DiffTraces(t, t);
-  if (diff.ok()) Print(DiffReportToJson(*diff));
-  std::ostringstream perfetto;
-  (void)WritePerfetto(t, perfetto);
-  (void)ExportFlightRecorder(t, scratch + "/fr");
 }
 
 }  // namespace
@@ -342,6 +303,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<Event> events = Events(in);
     WriteFile(rank_dir + "/" + format::kEventsFile, EventsStream(in, events));
   }
-  ReadAll(dir, root);
+  ReadTrace(dir, root);
   return 0;
 }

@@ -72,5 +72,28 @@ TEST_CASE("a pickle that is cut short, calls code or refers to nothing is refuse
   CHECK(huge.status().message().find("more than are left") != std::string::npos);
 }
 
+
+TEST_CASE("a pickle of a list that holds itself is refused and leaves nothing behind", "[interop]") {
+  // Found by flight_recorder_fuzz: l = []; l.append(l) leaked the list (a
+  // cycle of shared owners), which LeakSanitizer reports.
+  auto cycle = ReadPickle(std::string("\200\002]q\000h\000a.", 9), "cycle");
+  REQUIRE(!cycle.ok());
+  CHECK(cycle.status().message().find("refer to themselves") != std::string::npos);
+  // A dict that holds itself as a value, and a list inside a list that holds the outer one.
+  CHECK(!ReadPickle(std::string("\200\002}q\000X\001\000\000\000kh\000s.", 15), "dict").ok());
+  CHECK(!ReadPickle(std::string("\200\002]q\000]q\001h\000aa.", 12), "nested").ok());
+}
+
+
+TEST_CASE("a dict key that is a tuple of bytes which are not UTF-8 reads, the bytes replaced", "[interop]") {
+  // Found by flight_recorder_fuzz: writing such a key as JSON text threw.
+  auto r = ReadPickle(std::string("\200\003}(C\001\224tK\001s.", 13), "key");
+  REQUIRE(r.ok());
+  REQUIRE(r->is_object());
+  REQUIRE(r->size() == 1);
+  CHECK(r->begin().key() == "[\"\xef\xbf\xbd\"]");
+  CHECK(r->begin().value() == 1);
+}
+
 }  // namespace
 }  // namespace replay::interop

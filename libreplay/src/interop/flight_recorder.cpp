@@ -534,7 +534,7 @@ class Importer {
     std::string name, desc;
     auto pgv = e.find("process_group");
     if (pgv != e.end() && pgv->is_array() && !pgv->empty()) {
-      name = (*pgv)[0].is_string() ? (*pgv)[0].get<std::string>() : (*pgv)[0].dump();
+      name = (*pgv)[0].is_string() ? (*pgv)[0].get<std::string>() : (*pgv)[0].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       if (pgv->size() > 1 && (*pgv)[1].is_string()) desc = (*pgv)[1].get<std::string>();
     } else {
       name = std::to_string(IntOf(e, "pg_id"));

@@ -74,15 +74,19 @@ bool ParseHex(std::string_view s, uint32_t* out) {
   return true;
 }
 
-Ref Make(Obj::Kind k) {
-  auto o = std::make_shared<Obj>();
-  o->kind = k;
-  return o;
-}
-
 class Decoder {
  public:
   Decoder(std::string_view in, const std::string& what) : in_(in), what_(what) {}
+  // A pickle can make a container hold itself (through the memo); emptying
+  // every container breaks such cycles, which shared ownership cannot free.
+  ~Decoder() {
+    for (const Ref& c : containers_) {
+      c->items.clear();
+      c->entries.clear();
+    }
+  }
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
 
   Result<nlohmann::json> Run() {
     Ref result;
@@ -102,6 +106,13 @@ class Decoder {
   }
 
  private:
+  Ref Make(Obj::Kind k) {
+    auto o = std::make_shared<Obj>();
+    o->kind = k;
+    if (k == Obj::kListK || k == Obj::kTupleK || k == Obj::kDictK || k == Obj::kSetK) containers_.push_back(o);
+    return o;
+  }
+
   Status Fail(const std::string& why) const {
     return Status::Corruption(what_ + " is not a readable pickle: " + why + " (at byte " + std::to_string(pos_) + ")");
   }
@@ -531,7 +542,7 @@ class Decoder {
           } else {
             nlohmann::json kj;
             REPLAY_RETURN_IF_ERROR(ToJson(k, depth + 1, &kj));
-            key = kj.dump();
+            key = kj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
           }
           nlohmann::json value;
           REPLAY_RETURN_IF_ERROR(ToJson(v, depth + 1, &value));
@@ -549,6 +560,7 @@ class Decoder {
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Ref> memo_;
+  std::vector<Ref> containers_;  // every list, tuple, dict and set made
   uint64_t budget_ = 0;
 };
 
