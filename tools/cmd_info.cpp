@@ -68,7 +68,7 @@ std::string WallTime(int64_t realtime_ns) {
 
 std::string StatusText(const RankRow& r) {
   std::string s(RankStatusName(r.status));
-  if (r.fatal_signal != 0) s += std::string(" (") + sigabbrev_np(r.fatal_signal) + ")";
+  if (r.fatal_signal != 0) s += " (" + SignalName(r.fatal_signal) + ")";
   return s;
 }
 

@@ -120,7 +120,7 @@ void PrintSummary(const std::string& dir) {
     }
     for (const Event& e : rr.events()) {
       if (e.kind == EventKind::kSignal && e.signal.fatal) {
-        status += std::string(", ") + sigabbrev_np(e.signal.signo);
+        status += ", " + SignalName(e.signal.signo);
       }
     }
     std::string extra;

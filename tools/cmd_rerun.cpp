@@ -275,7 +275,7 @@ int Run(const Options& opt) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const Event* rec_sig = FatalSignal(o);
-    std::string died = "the program died of SIG" + std::string(sigabbrev_np(sig)) + " after event #" +
+    std::string died = "the program died of " + SignalName(sig) + " after event #" +
                        std::to_string(st.last_index);
     if (rec_sig != nullptr && rec_sig->signal.signo == sig && st.last_index == LastCallIndex(o)) {
       return verdict(true, died + ", where the recorded " + who + " died of the same signal");

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "analysis/synthetic_job.h"
+#include "replay/event_format.h"
+#include "replay/oracle.h"
 #include "support/temp_dir.h"
 
 namespace replay {
@@ -723,6 +725,33 @@ TEST_CASE("check reads a trace claiming a world size or communicators no job has
   CHECK(report.findings.empty());
   CHECK(noted("rank 0: 1 events hold values no recorder writes"));
   CHECK(noted("rank 1: 1 events hold values no recorder writes"));
+}
+
+
+TEST_CASE("a rank recorded dying of a signal number no system has is described, not a crash", "[analysis]") {
+  // Found by the analysis fuzz target: naming the signal of a recorded death
+  // dereferenced the null that sigabbrev_np gives for an unknown number
+  // (replay rerun, record, info).
+  CHECK(SignalName(SIGSEGV) == "SIGSEGV");
+  CHECK(SignalName(99) == "signal 99");
+  CHECK(SignalName(-4) == "signal -4");
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), 2);
+    Trainer t(job);
+    for (int r = 0; r < 2; ++r) {
+      t.Step(r);
+      job.Die(r, 99);
+    }
+  }
+  CheckReport report = Check(dir.path());
+  CHECK(report.ranks.size() == 2);
+  OracleOptions o;
+  o.trace_dir = dir.path();
+  o.rank = 1;
+  auto oracle = Oracle::Open(o);
+  REQUIRE(oracle.ok());
+  CHECK((*oracle)->HowRecordingEnds().find("died of signal 99") != std::string::npos);
 }
 
 }  // namespace

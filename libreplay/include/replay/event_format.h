@@ -24,5 +24,7 @@ std::string Hex(uint64_t v);
 std::string HumanBytes(uint64_t bytes);
 // "1.234 s", "56.7 ms"
 std::string HumanDuration(int64_t ns);
+// "SIGSEGV"; "signal 99" for a number that names no signal here.
+std::string SignalName(int signo);
 
 }  // namespace replay

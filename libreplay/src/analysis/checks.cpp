@@ -17,11 +17,6 @@ std::string Ranks(const std::vector<int32_t>& ranks) {
 }
 std::string Ranks(const RankSet& ranks) { return Ranks(ranks.ToVector()); }
 
-std::string SignalName(int signo) {
-  const char* abbrev = sigabbrev_np(signo);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
-}
-
 // Signals a program dies of by itself, as opposed to being stopped from outside
 // (the launcher, a timeout, a user).
 bool IsCrashSignal(int signo) {

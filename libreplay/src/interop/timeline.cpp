@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analysis/comm_lineage.h"
+#include "replay/event_format.h"
 
 namespace replay::interop {
 namespace {
@@ -46,9 +47,7 @@ class RankScan {
                                      std::to_string(e.error.code) + (e.text.empty() ? "" : ": " + e.text)});
           break;
         case EventKind::kSignal: {
-          const char* abbrev = sigabbrev_np(e.signal.signo);
-          r_.instants.push_back({TimelineInstant::Kind::kSignal, e.thread, Abs(e.time_ns),
-                                 abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(e.signal.signo)});
+          r_.instants.push_back({TimelineInstant::Kind::kSignal, e.thread, Abs(e.time_ns), SignalName(e.signal.signo)});
           break;
         }
         default:

@@ -228,7 +228,7 @@ std::string Oracle::HowRecordingEnds() const {
   const RankHeader& h = header();
   for (auto it = events().rbegin(); it != events().rend(); ++it) {
     if (it->kind == EventKind::kSignal && it->signal.fatal) {
-      return std::string("rank ") + std::to_string(world_rank_) + " died of SIG" + sigabbrev_np(it->signal.signo) +
+      return std::string("rank ") + std::to_string(world_rank_) + " died of " + SignalName(it->signal.signo) +
              " after event #" + std::to_string(it->index > 0 ? it->index - 1 : 0);
     }
   }

@@ -1,6 +1,7 @@
 #include "replay/event_format.h"
 
 #include <cinttypes>
+#include <cstring>
 #include <cstdio>
 #include <string_view>
 
@@ -44,6 +45,11 @@ std::string HumanDuration(int64_t ns) {
     std::snprintf(buf, sizeof(buf), "%s%.0f ns", sign, v);
   }
   return buf;
+}
+
+std::string SignalName(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
 }
 
 namespace {
