@@ -4,16 +4,17 @@
 # Usage: [TARGET=NAME] tests/fuzz/run_fuzz.sh [SECONDS] [BUILD_DIR] [-- LIBFUZZER_FLAGS...]
 #   TARGET     trace_decoder_fuzz (default: the trace's bytes),
 #              trace_analysis_fuzz (what check, reports, diff, dump and the
-#              exports make of a well-formed trace's content) or
-#              flight_recorder_fuzz (importing PyTorch Flight Recorder dumps)
+#              exports make of a well-formed trace's content),
+#              flight_recorder_fuzz (importing PyTorch Flight Recorder dumps) or
+#              bundle_fuzz (reading and unpacking a bundle)
 #   SECONDS    how long to fuzz (default 60)
 #   BUILD_DIR  a clang build with REPLAY_BUILD_FUZZ=ON (default build-fuzz); it is
 #              configured here if missing, and the target is (re)built.
 #
 # New inputs go to a scratch corpus, BUILD_DIR/fuzz-corpus (-analysis,
-# -flight-recorder for the other targets), seeded from the checked-in
-# tests/fuzz/corpus (corpus-analysis, corpus-flight-recorder), never written
-# to. Exit status 0 means no finding; otherwise the failing input is in
+# -flight-recorder, -bundle for the other targets), seeded from the checked-in
+# tests/fuzz/corpus (corpus-analysis, corpus-flight-recorder, corpus-bundle),
+# never written to. Exit status 0 means no finding; otherwise the failing input is in
 # BUILD_DIR/fuzz-artifacts/ and the log names it.
 # Reproduce a finding with: BUILD_DIR/tests/fuzz/TARGET FILE
 set -euo pipefail
@@ -33,7 +34,9 @@ case "$target" in
   trace_decoder_fuzz) corpus="$build/fuzz-corpus" seeds="$src/tests/fuzz/corpus" ;;
   trace_analysis_fuzz) corpus="$build/fuzz-corpus-analysis" seeds="$src/tests/fuzz/corpus-analysis" ;;
   flight_recorder_fuzz) corpus="$build/fuzz-corpus-flight-recorder" seeds="$src/tests/fuzz/corpus-flight-recorder" ;;
-  *) echo "run_fuzz.sh: unknown TARGET $target (trace_decoder_fuzz, trace_analysis_fuzz or flight_recorder_fuzz)" >&2
+  bundle_fuzz) corpus="$build/fuzz-corpus-bundle" seeds="$src/tests/fuzz/corpus-bundle" ;;
+  *) echo "run_fuzz.sh: unknown TARGET $target (trace_decoder_fuzz, trace_analysis_fuzz, flight_recorder_fuzz," \
+          "bundle_fuzz)" >&2
      exit 2 ;;
 esac
 cmake --build "$build" --target "$target" -j"$(nproc)"

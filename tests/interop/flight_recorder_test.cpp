@@ -192,5 +192,36 @@ TEST_CASE("a trace exported as Flight Recorder dumps and imported again is diagn
   }
 }
 
+
+TEST_CASE("exporting a trace whose counts overflow when multiplied by the group size holds them at the limit",
+          "[interop]") {
+  // Found by the analysis fuzz target: an allgather's count times the group
+  // size overflowed int64.
+  TempDir tmp;
+  {
+    SyntheticJob job(tmp / "t", 2);
+    job.InitAll();
+    for (int r = 0; r < 2; ++r) {
+      job.Collective(r, testing::kMpiAllreduce, OpKind::kAllgather, SyntheticJob::World(), 1,
+                     int64_t{5'688'729'441'642'968'969}, 0, 0);
+      job.Collective(r, testing::kMpiAllreduce, OpKind::kAllgather, SyntheticJob::World(), 2,
+                     -int64_t{5'688'729'441'642'968'969}, 0, 0);
+      job.Finalize(r);
+    }
+  }
+  auto trace = TraceReader::Open(tmp / "t");
+  REQUIRE(trace.ok());
+  FlightRecorderExportOptions o;
+  o.json = true;
+  auto files = ExportFlightRecorder(**trace, tmp / "fr", o);
+  REQUIRE(files.ok());
+  json doc = json::parse(testing::ReadFile(files->front()));
+  std::vector<int64_t> outs;
+  for (const json& e : doc["entries"]) {
+    if (e["profiling_name"] == "nccl:all_gather") outs.push_back(e["output_sizes"][0][0].get<int64_t>());
+  }
+  CHECK(outs == std::vector<int64_t>{INT64_MAX, INT64_MIN});
+}
+
 }  // namespace
 }  // namespace replay

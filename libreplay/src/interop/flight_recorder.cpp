@@ -776,6 +776,13 @@ Result<FlightRecorderImport> ImportFlightRecorder(const std::vector<std::string>
 
 namespace {
 
+// a * b, held at the int64 range: counts come from the trace, which may be damaged.
+int64_t Times(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+}
+
 std::string RanksText(const std::vector<int32_t>& ranks) {
   std::string s = "[";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -868,11 +875,14 @@ Result<std::vector<std::string>> ExportFlightRecorder(const TraceReader& trace, 
         if (type == nullptr) continue;
         profiling = std::string("nccl:") + type;
         switch (o.kind) {
-          case OpKind::kAllgather: out = o.count * size; break;
-          case OpKind::kReduceScatterBlock: in = o.count * size; break;
-          case OpKind::kAlltoall: in = o.count * size; out = (o.recv_count > 0 ? o.recv_count : o.count) * size; break;
-          case OpKind::kGather: out = o.count * size; break;
-          case OpKind::kScatter: in = o.count * size; break;
+          case OpKind::kAllgather: out = Times(o.count, size); break;
+          case OpKind::kReduceScatterBlock: in = Times(o.count, size); break;
+          case OpKind::kAlltoall:
+            in = Times(o.count, size);
+            out = Times(o.recv_count > 0 ? o.recv_count : o.count, size);
+            break;
+          case OpKind::kGather: out = Times(o.count, size); break;
+          case OpKind::kScatter: in = Times(o.count, size); break;
           case OpKind::kBarrier:
           case OpKind::kCommFree:
           case OpKind::kCommCreate: in = out = 1; break;
@@ -894,8 +904,8 @@ Result<std::vector<std::string>> ExportFlightRecorder(const TraceReader& trace, 
         dtype = "Byte";
         if (o.bytes != 0 && o.count != 0) {
           int64_t scale = static_cast<int64_t>(o.bytes) / std::max<int64_t>(1, o.count);
-          in *= std::max<int64_t>(1, scale);
-          out *= std::max<int64_t>(1, scale);
+          in = Times(in, std::max<int64_t>(1, scale));
+          out = Times(out, std::max<int64_t>(1, scale));
         }
       }
       const bool done = o.end_ns >= 0;
