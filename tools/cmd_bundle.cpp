@@ -70,7 +70,7 @@ int Run(const Options& opt) {
                         {"files", s.files},       {"ranks", s.ranks},       {"redacted", s.redacted},
                         {"findings", s.findings}, {"seconds", seconds},     {"payloads", bo.payloads},
                         {"redaction", s.header.value("redaction", nlohmann::json::object())}};
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", JsonText(j, 2).c_str());
     return kExitOk;
   }
   std::printf("%s %s: %llu rank%s, %llu files, %s (%s of trace) in %.1f s\n", Paint(Color::kBold, "replay bundle").c_str(),

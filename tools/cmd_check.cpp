@@ -7,6 +7,7 @@
 #include "analysis/rank_set.h"
 #include "command.h"
 #include "replay/check.h"
+#include "replay/event_format.h"
 #include "term.h"
 #include "trace_input.h"
 
@@ -97,7 +98,7 @@ int Run(const std::string& dir, bool json, bool live, double min_wait_s, int thr
   if (!report.ok()) return Fail("check", report.status());
   report->trace = dir;  // as given: a bundle or dumps are read from a temporary directory
   if (json) {
-    std::printf("%s\n", CheckReportToJson(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", JsonText(CheckReportToJson(*report), 2).c_str());
   } else {
     PrintText(*report, brief);
   }

@@ -92,7 +92,7 @@ int Run(const std::string& a_dir, const std::string& b_dir, bool json, int conte
   auto report = DiffTraces(**a, **b, options);
   if (!report.ok()) return Fail("diff", report.status());
   if (json) {
-    std::printf("%s\n", DiffReportToJson(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", JsonText(DiffReportToJson(*report), 2).c_str());
   } else {
     PrintText(*report);
   }

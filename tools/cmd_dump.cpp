@@ -92,7 +92,7 @@ int Run(const std::string& dir, const std::vector<int>& ranks, const std::string
       std::printf("!! %s: %s\n", p.file.c_str(), p.message.c_str());
     }
   }
-  if (json) std::printf("%s\n", out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  if (json) std::printf("%s\n", JsonText(out, 1).c_str());
   return kExitOk;
 }
 

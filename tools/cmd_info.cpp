@@ -140,7 +140,7 @@ int Run(const std::string& dir, bool json) {
     }
     j["problems"] = nlohmann::json::array();
     for (const TraceProblem& p : t.problems()) j["problems"].push_back({{"file", p.file}, {"message", p.message}});
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", JsonText(j, 2).c_str());
     return kExitOk;
   }
 

@@ -1,17 +1,14 @@
 #include "replay/bundle.h"
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <set>
-#include <thread>
 
 #include "analysis/synthetic_job.h"
 #include "replay/check.h"
-#include "replay/trace_writer.h"
-#include "support/sample_events.h"
+#include "support/live_writer.h"
 #include "support/temp_dir.h"
 
 namespace replay {
@@ -130,41 +127,15 @@ TEST_CASE("a bundle of a running rank holds every event appended before it, once
   // The writer seals blocks (moving events from the ring to the events
   // stream) and rewrites its open block while the bundle is made.
   TempDir tmp;
-  WriterOptions o;
-  o.dir = tmp / "job";
-  o.header.rank = 0;
-  o.header.world_size = 1;
-  o.flush_interval_ns = 500'000;
-  o.ring_slot_bytes = 64 << 10;
-  o.block_events = 700;
-  o.full_wait_ns = 10'000'000'000;
-  auto w = TraceWriter::Open(o);
-  REQUIRE(w.ok());
-  std::atomic<uint64_t> appended{0};
-  std::atomic<bool> stop{false};
-  std::thread appender;
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::thread& thread;
-    ~Joiner() {
-      stop.store(true);
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{stop, appender};
-  appender = std::thread([&] {
-    for (uint64_t i = 0; !stop.load(); ++i) {
-      if (!(*w)->Append(testing::AllreduceOp(5, i + 1, 4, i))) break;
-      appended.store(i + 1);
-      if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-  });
+  testing::LiveWriter live(tmp / "job");
+  REQUIRE(live.ok());
   BundleOptions bo;
   bo.check = false;
   bo.zstd_level = 1;
   int bundles = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < deadline || bundles < 20) {
-    uint64_t before = appended.load();
+    uint64_t before = live.appended();
     std::string out = tmp / ("b" + std::to_string(bundles));
     REQUIRE(WriteBundle(tmp / "job", out + ".rpb", bo).ok());
     ++bundles;
@@ -181,9 +152,8 @@ TEST_CASE("a bundle of a running rank holds every event appended before it, once
     std::filesystem::remove_all(out);
     std::filesystem::remove(out + ".rpb");
   }
-  stop.store(true);
-  appender.join();
-  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
+  live.Stop();
+  REQUIRE(live.writer().Close(CloseReason::kFinalize).ok());
 }
 
 TEST_CASE("secrets in the environment and command line are in no byte of the bundle, and are listed", "[bundle]") {

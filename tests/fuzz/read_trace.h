@@ -17,11 +17,6 @@
 
 namespace replay::fuzz {
 
-// As the commands print JSON: bytes that are not UTF-8 replaced, not thrown on.
-inline void Print(const nlohmann::json& j) {
-  (void)j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 // `replay rerun --rank R [--from-mark M]`'s side of the trace: every recorded
 // call served back, in the order it was recorded, as a re-run asks for it.
 inline void ServeRecording(const std::string& dir, int32_t rank, const std::string& from_mark) {
@@ -63,7 +58,7 @@ inline void ReadTrace(const std::string& dir, const std::string& scratch) {
     std::string mark;
     for (const Event& e : (*r)->events()) {
       (void)FormatEvent(e, (*r)->header());
-      Print(EventToJson(e, (*r)->header()));
+      (void)JsonText(EventToJson(e, (*r)->header()));
       if (e.kind == EventKind::kMark && mark.empty()) mark = e.text + "=" + std::to_string(e.mark.value);
     }
     ServeRecording(dir, t.ranks()[i].rank, "");
@@ -74,12 +69,12 @@ inline void ReadTrace(const std::string& dir, const std::string& scratch) {
   co.min_wait_ns = 0;
   auto report = CheckTrace(t, co);
   if (report.ok()) {
-    Print(CheckReportToJson(*report));
+    (void)JsonText(CheckReportToJson(*report));
     (void)RenderMarkdownReport(t, *report);
     (void)RenderHtmlReport(t, *report);
   }
   auto diff = DiffTraces(t, t);
-  if (diff.ok()) Print(DiffReportToJson(*diff));
+  if (diff.ok()) (void)JsonText(DiffReportToJson(*diff));
   std::ostringstream perfetto;
   (void)WritePerfetto(t, perfetto);
   (void)ExportFlightRecorder(t, scratch + "/fr");

@@ -1,15 +1,14 @@
 #include "replay/trace_reader.h"
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <span>
-#include <thread>
 
 #include "replay/trace_writer.h"
+#include "support/live_writer.h"
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/block.h"
@@ -190,40 +189,13 @@ TEST_CASE("a rank that is still writing is reported as such, with its ring", "[t
 
 TEST_CASE("reading a running rank while its writer seals and rewrites blocks misses nothing", "[trace]") {
   testing::TempDir dir;
-  WriterOptions o;
-  o.dir = dir.path();
-  o.header.rank = 0;
-  o.header.world_size = 1;
-  o.flush_interval_ns = 500'000;  // rewrites the open block every 0.5 ms
-  o.ring_slot_bytes = 64 << 10;   // and seals it every few hundred events
-  o.block_events = 700;
-  o.full_wait_ns = 10'000'000'000;
-  auto w = TraceWriter::Open(o);
-  REQUIRE(w.ok());
-  std::atomic<uint64_t> appended{0};
-  std::atomic<bool> stop{false};
-  std::thread appender;
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::thread& thread;
-    ~Joiner() {
-      stop.store(true);
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{stop, appender};
-  appender = std::thread([&] {
-    // One thread, so the events published are always 0..appended-1.
-    for (uint64_t i = 0; !stop.load(); ++i) {
-      if (!(*w)->Append(testing::AllreduceOp(5, i + 1, 4, i))) break;
-      appended.store(i + 1);
-      if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-  });
+  testing::LiveWriter live(dir.path());
+  REQUIRE(live.ok());
   std::string rank_dir = dir.path() + "/rank-00000";
   int reads = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < deadline || reads < 50) {
-    uint64_t before = appended.load();
+    uint64_t before = live.appended();
     auto r = RankReader::Open(rank_dir);
     REQUIRE(r.ok());
     ++reads;
@@ -239,13 +211,12 @@ TEST_CASE("reading a running rank while its writer seals and rewrites blocks mis
       CHECK(p.torn_tail);  // at most a block being appended
     }
   }
-  stop.store(true);
-  appender.join();
-  REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
-  CHECK((*w)->stats().dropped == 0);
+  live.Stop();
+  REQUIRE(live.writer().Close(CloseReason::kFinalize).ok());
+  CHECK(live.writer().stats().dropped == 0);
   auto r = RankReader::Open(rank_dir);
   REQUIRE(r.ok());
-  CHECK((*r)->events().size() == appended.load());
+  CHECK((*r)->events().size() == live.appended());
   CHECK((*r)->problems().empty());
 }
 
@@ -308,7 +279,6 @@ TEST_CASE("a header or manifest holding an empty message is damage, not a crash"
                              "manifest");
   CHECK(m.status().code() == Status::Code::kCorruption);
 }
-
 
 TEST_CASE("a header or manifest stating a rank, world size or clock no job has reads with that value unknown",
           "[trace]") {

@@ -17,6 +17,10 @@ std::string FormatEvent(const Event& e, const RankHeader& header);
 // Only the kind-specific part: "MPI_Allreduce comm=… seq=3 …".
 std::string FormatEventBody(const Event& e, const RankHeader& header);
 nlohmann::json EventToJson(const Event& e, const RankHeader& header);
+// `j` as JSON text, `indent` spaces per level (-1: one line). Strings from a
+// trace or a dump may hold bytes that are not UTF-8: they are replaced (U+FFFD),
+// never thrown on.
+std::string JsonText(const nlohmann::json& j, int indent = -1);
 
 // "0x1a2b3c"
 std::string Hex(uint64_t v);

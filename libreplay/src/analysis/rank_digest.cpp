@@ -595,7 +595,7 @@ CommRecord CommRecordOf(const Event& e, const RankHeader& header, bool* damaged)
   bool rank_ok = r.rank >= -1 && r.rank < format::kMaxRanks && (r.size <= 0 || r.rank < r.size);
   if (!size_ok) r.size = -1;
   if (!rank_ok) r.rank = -1;
-  *damaged = !size_ok || !rank_ok || !members_ok;
+  if (damaged != nullptr) *damaged = !size_ok || !rank_ok || !members_ok;
   return r;
 }
 

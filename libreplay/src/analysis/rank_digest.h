@@ -102,8 +102,8 @@ struct CommRecord {
 
 // The communicator a commCreate event announces, as `header`'s rank saw it.
 // A size, rank or member list no job has (a damaged trace) is left out (size
-// and rank -1, no members), and `damaged` is set.
-CommRecord CommRecordOf(const Event& e, const RankHeader& header, bool* damaged);
+// and rank -1, no members), and `*damaged` is set when given.
+CommRecord CommRecordOf(const Event& e, const RankHeader& header, bool* damaged = nullptr);
 
 // Messages between this rank and one peer on one communicator, one direction.
 struct P2pChannel {

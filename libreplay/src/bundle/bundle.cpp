@@ -23,6 +23,7 @@
 
 #include "bundle/redact.h"
 #include "replay/check.h"
+#include "replay/event_format.h"
 #include "replay/trace_reader.h"
 #include "replay/version.h"
 #include "trace/format.h"
@@ -486,7 +487,7 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
   uint64_t trace_bytes = 0;
   for (const StagedFile& f : files) trace_bytes += f.size;
   h["size"] = {{"files", files.size()}, {"trace_bytes", trace_bytes}};
-  std::string header = h.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string header = JsonText(h, 1);
 
   // Write it.
   std::string tmp = out + ".tmp" + std::to_string(getpid());

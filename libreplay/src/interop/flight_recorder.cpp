@@ -16,6 +16,7 @@
 #include "interop/pickle.h"
 #include "interop/timeline.h"
 #include "interop/trace_builder.h"
+#include "replay/event_format.h"
 #include "util/file_system.h"
 #include "util/hash.h"
 #include "util/mapped_file.h"
@@ -534,7 +535,7 @@ class Importer {
     std::string name, desc;
     auto pgv = e.find("process_group");
     if (pgv != e.end() && pgv->is_array() && !pgv->empty()) {
-      name = (*pgv)[0].is_string() ? (*pgv)[0].get<std::string>() : (*pgv)[0].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      name = (*pgv)[0].is_string() ? (*pgv)[0].get<std::string>() : JsonText((*pgv)[0]);
       if (pgv->size() > 1 && (*pgv)[1].is_string()) desc = (*pgv)[1].get<std::string>();
     } else {
       name = std::to_string(IntOf(e, "pg_id"));
@@ -954,7 +955,7 @@ Result<std::vector<std::string>> ExportFlightRecorder(const TraceReader& trace, 
     json doc = {{"version", kExportVersion}, {"comm_lib_version", ""}, {"pg_config", pg_config},
                 {"pg_status", pg_status}, {"entries", entries}, {"rank", r.rank}};
     std::string path = out_dir + "/" + options.prefix + std::to_string(r.rank) + (options.json ? ".json" : "");
-    std::string bytes = options.json ? doc.dump(1, ' ', false, json::error_handler_t::replace)
+    std::string bytes = options.json ? JsonText(doc, 1)
                                      : interop::WritePickle(doc, {"process_group"});
     REPLAY_RETURN_IF_ERROR(FileSystem::Default()->WriteAtomic(path, bytes));
     written.push_back(path);

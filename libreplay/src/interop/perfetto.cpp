@@ -21,12 +21,12 @@ class Emitter {
  public:
   explicit Emitter(std::ostream& out) : out_(out) {}
   void Begin(const json& other) {
-    out_ << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << other.dump(-1, ' ', false, json::error_handler_t::replace)
+    out_ << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << JsonText(other)
          << ",\"traceEvents\":[\n";
   }
   void Event(const json& e) {
     if (count_ > 0) out_ << ",\n";
-    out_ << e.dump(-1, ' ', false, json::error_handler_t::replace);
+    out_ << JsonText(e);
     ++count_;
   }
   void End() { out_ << "\n]}\n"; }

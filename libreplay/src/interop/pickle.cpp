@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "replay/event_format.h"
+
 namespace replay::interop {
 namespace {
 
@@ -542,7 +544,7 @@ class Decoder {
           } else {
             nlohmann::json kj;
             REPLAY_RETURN_IF_ERROR(ToJson(k, depth + 1, &kj));
-            key = kj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+            key = JsonText(kj);
           }
           nlohmann::json value;
           REPLAY_RETURN_IF_ERROR(ToJson(v, depth + 1, &value));

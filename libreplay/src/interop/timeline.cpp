@@ -141,8 +141,7 @@ class RankScan {
   }
 
   void OnCommCreate(const Event& e) {
-    bool damaged = false;
-    analysis::CommRecord rec = analysis::CommRecordOf(e, reader_.header(), &damaged);
+    analysis::CommRecord rec = analysis::CommRecordOf(e, reader_.header());
     members_[rec.id] = rec.members;
     lineage_.Add(rec, reader_.rank());
   }

@@ -501,7 +501,7 @@ class HtmlPage {
         for (const auto& v : values) {
           std::vector<int32_t> ranks;
           for (const auto& r : v.value("ranks", nlohmann::json::array())) ranks.push_back(r.get<int32_t>());
-          std::string value = v.contains("value") && v["value"].is_string() ? v["value"].get<std::string>() : v.value("value", nlohmann::json()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          std::string value = v.contains("value") && v["value"].is_string() ? v["value"].get<std::string>() : JsonText(v.value("value", nlohmann::json()));
           out_ << "<tr><td>" << (first ? Esc(s.value("source", "")) : "") << "</td><td class=\"mono\">"
                << (first ? Esc(s.value("key", "")) : "") << "</td><td class=\"mono\">" << Esc(value) << "</td><td>"
                << Esc(RanksText(ranks)) << "</td></tr>\n";

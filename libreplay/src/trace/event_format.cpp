@@ -47,6 +47,10 @@ std::string HumanDuration(int64_t ns) {
   return buf;
 }
 
+std::string JsonText(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string SignalName(int signo) {
   const char* abbrev = sigabbrev_np(signo);
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);

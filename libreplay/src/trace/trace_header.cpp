@@ -165,12 +165,17 @@ capnp::ReaderOptions Limits(size_t words) {
   return o;
 }
 
+void AddDamage(std::string* damage, const std::string& what) {
+  if (!damage->empty()) *damage += "; ";
+  *damage += what;
+}
+
 // A rank or world size a header states: -1 (not known) or 0..`most`. Any
 // other value is damage: it is replaced by -1 and described in `damage`.
 void CheckRanks(const char* field, int32_t* value, int32_t most, std::string* damage) {
   if (*value >= -1 && *value <= most) return;
-  if (!damage->empty()) *damage += "; ";
-  *damage += std::string("states ") + field + " " + std::to_string(*value) + ", outside -1.." + std::to_string(most);
+  AddDamage(damage, std::string("states ") + field + " " + std::to_string(*value) + ", outside -1.." +
+                        std::to_string(most));
   *value = -1;
 }
 
@@ -178,8 +183,7 @@ void CheckRanks(const char* field, int32_t* value, int32_t most, std::string* da
 // damage: it is replaced by 0 (not known) and described in `damage`.
 void CheckClock(const char* field, int64_t* value, std::string* damage) {
   if (*value >= 0 && *value < format::kMaxClockNs) return;
-  if (!damage->empty()) *damage += "; ";
-  *damage += std::string("states ") + field + " " + std::to_string(*value) + " ns, not a clock reading";
+  AddDamage(damage, std::string("states ") + field + " " + std::to_string(*value) + " ns, not a clock reading");
   *value = 0;
 }
 
