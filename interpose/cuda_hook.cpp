@@ -214,6 +214,17 @@ void* WrapperForSymbol(void* handle, const char* name, DlsymFn real) {
   }
 }
 
+void* WrapperForImport(const char* name, void* real) {
+  if (!MaybeCuda(name) || real == nullptr) return nullptr;
+  try {
+    bool per_thread = false;
+    int row = FindName(name, &per_thread);
+    return row < 0 ? nullptr : Bind(row, real, per_thread);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 void WrapResolved(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   if (!MaybeCuda(symbol) || pfn == nullptr || *pfn == nullptr) return;
   try {

@@ -9,6 +9,7 @@ void* replay::interpose::RealDlsym(void* handle, const char* name) { return dlsy
 #else
 
 #include "cuda_hook.h"
+#include "cuda_imports.h"
 
 namespace replay::interpose {
 namespace {
@@ -54,6 +55,9 @@ replay_dlsym_hook(void* handle, const char* name) noexcept {
   using namespace replay::interpose;
   cuda::DlsymFn real = RealDlsymFunction();
   ReplayDlsymHookResult r{nullptr, reinterpret_cast<void*>(real)};
+  // A module the program opened and now looks into may be linked against
+  // libcuda (cuda_imports.h).
+  if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) cuda::PatchObjectOf(handle);
   // Every wrapped name starts with "cu"; anything else goes straight through.
   if (name != nullptr && name[0] == 'c' && name[1] == 'u') r.replacement = cuda::WrapperForSymbol(handle, name, real);
   return r;

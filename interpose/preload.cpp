@@ -14,6 +14,7 @@
 
 #include "api.h"
 #ifdef REPLAY_HAVE_DLSYM_HOOK
+#include "cuda_imports.h"
 #include "cuda_record.h"
 #endif
 #include "guard.h"
@@ -53,6 +54,7 @@ __attribute__((constructor)) void LoadPreload() {
   Recorder::SetActivationHook(OnActivation);
 #ifdef REPLAY_HAVE_DLSYM_HOOK
   Recorder::SetCloseHook(cuda::FlushKernels);
+  cuda::PatchLinkedObjects();
 #endif
 }
 

@@ -181,6 +181,59 @@ TEST_CASE("driver calls found by dlsym on libcuda's handle and on RTLD_DEFAULT a
   }
 }
 
+std::string LinkedModule(const std::string& name) { return testing::BuildPath("tests/nccl_host/lib" + name + ".so"); }
+
+// cuda_hook_program's output, plain and recorded, when it calls the driver
+// through an object linked against libcuda: the same program, the recorded
+// one's wrapped functions in the preload.
+void CheckLinked(const std::string& program, const std::string& how) {
+  TempDir tmp;
+  std::string run = testing::BuildPath("tests/nccl_host/" + program) + " " + how;
+  RunResult plain = Run(DriverPath() + run);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(Grep(plain.output, "where cuStreamCreate libcuda.so.1").size() == 1);
+  RunResult rec = Run(DriverPath() + Replay() + " record -o " + (tmp / "t") + " -- " + run);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  CHECK(Grep(rec.output, "replay:").size() == Grep(rec.output, "replay: trace in").size());  // no warning
+  // Every call, those through its GOT and the launches through its PLT.
+  CHECK(ReadCuda(tmp / "t", Handles(rec.output)).lines == Expected(false));
+  for (const char* wrapped : {"cuStreamCreate", "cuStreamSynchronize", "cuStreamSynchronize/per-thread"}) {
+    CHECK(Grep(rec.output, std::string("where ") + wrapped + " libreplay_interpose.so").size() == 1);
+  }
+  // Functions the preload does not record are left as they were.
+  CHECK(Grep(rec.output, "where cuInit libcuda.so.1").size() == 1);
+  CHECK(Grep(rec.output, "where cuMemAlloc libcuda.so.1").size() == 1);
+}
+
+TEST_CASE("driver calls of a module linked against libcuda, opened and looked into as Python imports one, are "
+          "recorded",
+          "[e2e][cuda]") {
+  SECTION("bound lazily") { CheckLinked("cuda_hook_program", "linked " + LinkedModule("cuda_linked_module")); }
+  SECTION("bound at load time, its GOT read-only") {
+    CheckLinked("cuda_hook_program", "linked " + LinkedModule("cuda_linked_module_now"));
+  }
+  SECTION("loaded as a dependency of the module opened") {
+    CheckLinked("cuda_hook_program", "linked " + LinkedModule("cuda_linked_outer"));
+  }
+}
+
+TEST_CASE("driver calls of a program linked against libcuda are recorded", "[e2e][cuda]") {
+  CheckLinked("cuda_linked_program", "startup");
+}
+
+TEST_CASE("REPLAY_CUDA_LINKED=0 leaves objects linked against libcuda untouched", "[e2e][cuda]") {
+  TempDir tmp;
+  std::string run = Program("linked " + LinkedModule("cuda_linked_module_now"));
+  RunResult rec = Run(DriverPath() + "REPLAY_CUDA_LINKED=0 " + Replay() + " record -o " + (tmp / "t") + " -- " + run);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  CHECK(Grep(rec.output, "where cuStreamCreate libcuda.so.1").size() == 1);
+  // Nothing was recorded, so no rank began a trace.
+  CHECK(Grep(rec.output, "holds a trace manifest but no ranks yet").size() == 1);
+}
+
 TEST_CASE("REPLAY_CUDA_KERNELS=1 records every kernel launch where it was made", "[e2e][cuda]") {
   TempDir tmp;
   RunResult rec = Record(tmp / "t", "proc", "REPLAY_CUDA_KERNELS=1");

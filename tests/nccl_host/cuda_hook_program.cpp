@@ -8,6 +8,14 @@
 //            and CUDA version, as the static CUDA runtime does
 //   dlsym    dlsym(handle, exported name) for each function
 //   default  dlsym(RTLD_DEFAULT, exported name), libcuda opened RTLD_GLOBAL
+//   linked MODULE
+//            dlopen(MODULE), a cuda_linked_module linked against libcuda,
+//            then dlsym of replay_test_linked_api on its handle, as Python
+//            imports an extension module (MODULE may also be an object that
+//            loads the module as a dependency): the functions are those the
+//            module links to
+//   startup  the same from the cuda_linked_module this program was linked
+//            with (cuda_linked_program only)
 // It then makes one fixed sequence of calls (the test lists the trace they
 // must leave) and prints what the test needs to check it:
 //   handles ctx=<p> s1=<p> s2=<p> event=<p> graph=<p> exec=<p>
@@ -27,59 +35,20 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_hook_api.h"
+
 namespace {
 
-using CUresult = int;
-using Handle = void*;
+using cuda_test::Api;
+using cuda_test::CUresult;
+using cuda_test::Handle;
+using cuda_test::LaunchConfig;
 constexpr CUresult kNotReady = 600;
 constexpr int kCudaVersion = 12080;        // the runtime this program "was built with"
 constexpr uint64_t kPerThread = 1 << 1;    // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 constexpr unsigned kStreamNonBlocking = 1;
 constexpr unsigned kEventDisableTiming = 2;
 constexpr int kCaptureRelaxed = 2;
-
-struct LaunchConfig {  // CUlaunchConfig
-  unsigned grid[3];
-  unsigned block[3];
-  unsigned shared_mem_bytes;
-  Handle stream;
-  void* attrs;
-  unsigned num_attrs;
-};
-
-struct Api {
-  CUresult (*init)(unsigned);
-  CUresult (*ctx_get_current)(Handle*);
-  CUresult (*ctx_set_current)(Handle);
-  CUresult (*ctx_synchronize)();
-  CUresult (*ctx_synchronize_v2)(Handle);
-  CUresult (*mem_alloc)(uint64_t*, size_t);
-  CUresult (*mem_free)(uint64_t);
-  CUresult (*stream_create)(Handle*, unsigned);
-  CUresult (*stream_create_with_priority)(Handle*, unsigned, int);
-  CUresult (*stream_destroy)(Handle);
-  CUresult (*stream_synchronize)(Handle);
-  CUresult (*stream_synchronize_per_thread)(Handle);
-  CUresult (*stream_query)(Handle);
-  CUresult (*stream_wait_event)(Handle, Handle, unsigned);
-  CUresult (*event_create)(Handle*, unsigned);
-  CUresult (*event_destroy)(Handle);
-  CUresult (*event_record)(Handle, Handle);
-  CUresult (*event_synchronize)(Handle);
-  CUresult (*event_query)(Handle);
-  CUresult (*begin_capture)(Handle, int);
-  CUresult (*end_capture)(Handle, Handle*);
-  CUresult (*graph_instantiate)(Handle*, Handle, unsigned long long);
-  CUresult (*graph_launch)(Handle, Handle);
-  CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, Handle);
-  CUresult (*memcpy_dtoh)(void*, uint64_t, size_t);
-  CUresult (*memset_d32_async)(uint64_t, unsigned, size_t, Handle);
-  CUresult (*launch_kernel)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle,
-                            void**, void**);
-  CUresult (*launch_kernel_ex)(const LaunchConfig*, Handle, void**, void**);
-  CUresult (*launch_cooperative_kernel)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                        Handle, void**);
-};
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "cuda_hook_program: %s\n", what.c_str());
@@ -105,7 +74,20 @@ void Resolve(const std::string& how, Api* api) {
   void* lib = dlopen("libcuda.so.1", mode);
   if (lib == nullptr) Fail(std::string("dlopen libcuda.so.1: ") + dlerror());
   std::vector<std::pair<std::string, void*>> where;
-  if (how == "proc") {
+  if (how.starts_with("linked ")) {
+    std::string path = how.substr(7);
+    void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (module == nullptr) Fail("dlopen " + path + ": " + dlerror());
+    auto fill = reinterpret_cast<void (*)(Api*)>(dlsym(module, "replay_test_linked_api"));
+    if (fill == nullptr) Fail("no replay_test_linked_api in " + path);
+    fill(api);
+  } else if (how == "startup") {
+#ifdef REPLAY_TEST_LINKED_AT_START
+    replay_test_linked_api(api);
+#else
+    Fail("startup: this program was not linked with cuda_linked_module");
+#endif
+  } else if (how == "proc") {
     auto first = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
     if (first == nullptr) Fail("no cuGetProcAddress_v2");
     where.emplace_back("cuGetProcAddress_v2", reinterpret_cast<void*>(first));
@@ -160,36 +142,8 @@ void Resolve(const std::string& how, Api* api) {
       if (f == nullptr) Fail(std::string("dlsym found no ") + name);
       return f;
     };
-#define RESOLVE(field, name) api->field = reinterpret_cast<decltype(api->field)>(get(name))
-    RESOLVE(init, "cuInit");
-    RESOLVE(ctx_get_current, "cuCtxGetCurrent");
-    RESOLVE(ctx_set_current, "cuCtxSetCurrent");
-    RESOLVE(ctx_synchronize, "cuCtxSynchronize");
-    RESOLVE(ctx_synchronize_v2, "cuCtxSynchronize_v2");
-    RESOLVE(mem_alloc, "cuMemAlloc_v2");
-    RESOLVE(mem_free, "cuMemFree_v2");
-    RESOLVE(stream_create, "cuStreamCreate");
-    RESOLVE(stream_create_with_priority, "cuStreamCreateWithPriority");
-    RESOLVE(stream_destroy, "cuStreamDestroy_v2");
-    RESOLVE(stream_synchronize, "cuStreamSynchronize");
-    RESOLVE(stream_synchronize_per_thread, "cuStreamSynchronize_ptsz");
-    RESOLVE(stream_query, "cuStreamQuery");
-    RESOLVE(stream_wait_event, "cuStreamWaitEvent");
-    RESOLVE(event_create, "cuEventCreate");
-    RESOLVE(event_destroy, "cuEventDestroy_v2");
-    RESOLVE(event_record, "cuEventRecord");
-    RESOLVE(event_synchronize, "cuEventSynchronize");
-    RESOLVE(event_query, "cuEventQuery");
-    RESOLVE(begin_capture, "cuStreamBeginCapture_v2");
-    RESOLVE(end_capture, "cuStreamEndCapture");
-    RESOLVE(graph_instantiate, "cuGraphInstantiateWithFlags");
-    RESOLVE(graph_launch, "cuGraphLaunch");
-    RESOLVE(memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
-    RESOLVE(memcpy_dtoh, "cuMemcpyDtoH_v2");
-    RESOLVE(memset_d32_async, "cuMemsetD32Async");
-    RESOLVE(launch_kernel, "cuLaunchKernel");
-    RESOLVE(launch_kernel_ex, "cuLaunchKernelEx");
-    RESOLVE(launch_cooperative_kernel, "cuLaunchCooperativeKernel");
+#define RESOLVE(field, symbol, params) api->field = reinterpret_cast<decltype(api->field)>(get(#symbol));
+    REPLAY_TEST_DRIVER_API(RESOLVE)
 #undef RESOLVE
   }
   where.emplace_back("cuInit", reinterpret_cast<void*>(api->init));
@@ -220,8 +174,10 @@ int Slots(const std::string& dir, int n) {
 int main(int argc, char** argv) {
   std::string how = argc > 1 ? argv[1] : "proc";
   if (how == "slots" && argc == 4) return Slots(argv[2], std::atoi(argv[3]));
-  if (how != "proc" && how != "dlsym" && how != "default") {
-    Fail("usage: cuda_hook_program proc|dlsym|default, or cuda_hook_program slots DIR N");
+  if (how == "linked" && argc == 3) how += std::string(" ") + argv[2];
+  if (how != "proc" && how != "dlsym" && how != "default" && how != "startup" && !how.starts_with("linked ")) {
+    Fail("usage: cuda_hook_program proc|dlsym|default|startup, cuda_hook_program linked MODULE, or "
+         "cuda_hook_program slots DIR N");
   }
   Api cu{};
   Resolve(how, &cu);

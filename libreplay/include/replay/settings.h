@@ -46,6 +46,8 @@ namespace replay {
     "How device (GPU) buffers are fingerprinted: kernel (on the operation's stream, no copy) or copy (page-locked copies hashed on the host, up to REPLAY_HASH_LIMIT_KB). Same fingerprints.") \
   X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \
     "1 records every CUDA kernel launch; 0 counts them per stream, written before the stream's next recorded operation.") \
+  X(cuda_linked, "CUDA_LINKED", "1",                                                            \
+    "1 also records the driver calls of programs and modules linked against libcuda itself (Triton's kernel launchers, for one), by pointing their imports of the recorded functions at the recorder; 0 leaves them untouched.") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \
     "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
 
