@@ -16,6 +16,8 @@
 #   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
 #      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
 #      compared with a run without the preload;
+#   3b. a Triton kernel launched 50 times (tests/gpu/triton_step.py): its
+#      launches, made from a module linked against libcuda, counted;
 #   4. device fingerprints: an allreduce sweep with a NaN and an Inf in its
 #      input, recorded at level data, where the send buffer is fingerprinted
 #      by the kernel and the received bytes (the same, on a one-rank
@@ -130,6 +132,17 @@ step "ddp: NCCL collectives in the trace" 30 \
   "'$R' info '$work/ddp'; n=\$('$R' dump '$work/ddp' --rank 0 | grep -c ' op nccl'); echo \"\$n NCCL ops\"; [ \"\$n\" -gt 5 ]"
 step "ddp: check" 60 "'$R' check '$work/ddp'"
 unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+
+# 3b. Triton: kernels launched from a Python extension module linked against
+# libcuda, counted on their stream; with REPLAY_CUDA_LINKED=0 for comparison.
+triton_stream="grep -o 'stream 0x[0-9a-f]*' '$work/triton.out' | awk '{print \$2}'"
+step "triton: record 50 launches" 240 \
+  "cd '$work' && '$R' record -o '$work/triton' -- python3 '$root/tests/gpu/triton_step.py' 50 | tee '$work/triton.out'"
+step "triton: the 50 launches counted on their stream" 30 \
+  "'$R' dump '$work/triton' --json | python3 '$root/tests/gpu/count_kernels.py' \$($triton_stream) 50"
+step "triton: with REPLAY_CUDA_LINKED=0 (for comparison)" 120 \
+  "cd '$work' && REPLAY_CUDA_LINKED=0 '$R' record -o '$work/triton0' -- python3 '$root/tests/gpu/triton_step.py' 50 | tee '$work/triton0.out' && '$R' dump '$work/triton0' --json | python3 '$root/tests/gpu/count_kernels.py' \$(grep -o 'stream 0x[0-9a-f]*' '$work/triton0.out' | awk '{print \$2}')"
+rm -rf "$work/triton" "$work/triton0"
 
 # 4. The fingerprint kernel against the host's XXH3.
 fp_args="--min 4 --max 268435456 --factor 8 --iters 2 --poison"
