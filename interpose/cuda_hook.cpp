@@ -196,33 +196,39 @@ void* Bind(int row, void* real, bool per_thread) {
 
 bool MaybeCuda(const char* name) { return name != nullptr && name[0] == 'c' && name[1] == 'u'; }
 
-}  // namespace
-
-void* WrapperForSymbol(void* handle, const char* name, DlsymFn real) {
-  // RTLD_NEXT is resolved against the caller, whom only the C library's own
-  // dlsym sees.
-  if (!MaybeCuda(name) || handle == RTLD_NEXT) return nullptr;
+// The wrapper for the function exported as `name`, which `real()` finds; null
+// when `name` is not wrapped, nothing is found or no slot is free. `real` is
+// called only for a wrapped name.
+template <typename FindReal>
+void* WrapName(const char* name, FindReal real) {
+  if (!MaybeCuda(name)) return nullptr;
   try {
     bool per_thread = false;
     int row = FindName(name, &per_thread);
     if (row < 0) return nullptr;
-    void* p = real(handle, name);
-    if (p == nullptr) return nullptr;
-    return Bind(row, p, per_thread);
+    void* p = real();
+    return p != nullptr ? Bind(row, p, per_thread) : nullptr;
   } catch (...) {
     return nullptr;
   }
 }
 
+}  // namespace
+
+void* WrapperForSymbol(void* handle, const char* name, DlsymFn real) {
+  // RTLD_NEXT is resolved against the caller, whom only the C library's own
+  // dlsym sees.
+  if (handle == RTLD_NEXT) return nullptr;
+  return WrapName(name, [&] { return real(handle, name); });
+}
+
+bool Wraps(const char* name) {
+  bool per_thread = false;
+  return MaybeCuda(name) && FindName(name, &per_thread) >= 0;
+}
+
 void* WrapperForImport(const char* name, void* real) {
-  if (!MaybeCuda(name) || real == nullptr) return nullptr;
-  try {
-    bool per_thread = false;
-    int row = FindName(name, &per_thread);
-    return row < 0 ? nullptr : Bind(row, real, per_thread);
-  } catch (...) {
-    return nullptr;
-  }
+  return WrapName(name, [real] { return real; });
 }
 
 void WrapResolved(const char* symbol, void** pfn, int version, cuuint64_t flags) {

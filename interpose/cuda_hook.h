@@ -34,6 +34,9 @@ void* WrapperForSymbol(void* handle, const char* name, DlsymFn real);
 // *pfn by its wrapper when `symbol` is wrapped.
 void WrapResolved(const char* symbol, void** pfn, int version, cuuint64_t flags);
 
+// True if calls of the driver function exported as `name` are recorded.
+bool Wraps(const char* name);
+
 // For an object linked against libcuda that imports `name` (cuda_imports.h):
 // the wrapper bound to `real`, or null when `name` is not wrapped or all its
 // slots are bound to other functions.

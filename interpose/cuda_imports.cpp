@@ -163,7 +163,7 @@ void Plan(const link_map* lm, const Dynamic& d, void* scope, std::vector<Write>*
       const ElfW(Sym)& s = d.symtab[sym];
       if (s.st_shndx != SHN_UNDEF || s.st_name >= d.strsz) continue;
       const char* name = d.strtab + s.st_name;
-      if (name[0] != 'c' || name[1] != 'u') continue;
+      if (!Wraps(name)) continue;
       auto** slot = reinterpret_cast<void**>(lm->l_addr + r->r_offset);
       void* now = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
       const link_map* owner = Owner(now);
@@ -267,13 +267,11 @@ void PatchLinkedObjects() {
     // Everything loaded so far was relocated before any constructor ran.
     void* main = dlopen(nullptr, RTLD_LAZY | RTLD_NOLOAD);
     link_map* lm = nullptr;
-    if (main == nullptr || dlinfo(main, RTLD_DI_LINKMAP, &lm) != 0) {
-      dlerror();
-      return;
-    }
+    if (main == nullptr || dlinfo(main, RTLD_DI_LINKMAP, &lm) != 0) lm = nullptr;
     unsigned long long unloads = Unloads();
     for (; lm != nullptr; lm = lm->l_next) PatchOne(lm, nullptr, unloads);
-    dlclose(main);
+    if (main != nullptr) dlclose(main);
+    dlerror();
   } catch (...) {
     WarnOnce("cuda-imports", "could not look at the program's imports of the CUDA driver; calls through them "
                              "are not recorded");

@@ -46,10 +46,9 @@ class RankScan {
                                  std::string(ErrorSourceName(e.error.source)) + " error " +
                                      std::to_string(e.error.code) + (e.text.empty() ? "" : ": " + e.text)});
           break;
-        case EventKind::kSignal: {
+        case EventKind::kSignal:
           r_.instants.push_back({TimelineInstant::Kind::kSignal, e.thread, Abs(e.time_ns), SignalName(e.signal.signo)});
           break;
-        }
         default:
           break;
       }
