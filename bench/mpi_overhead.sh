@@ -13,7 +13,9 @@
 #        BUILD=build (default) names the build directory; SMALL_CALLS (100000),
 #        LARGE_CALLS (1000) and TRAIN_STEPS (200) size the workloads. With more
 #        ranks than cores each call waits for the scheduler: size them down.
-#        SUITE=nccl times ncclAllReduce loops on the host NCCL stand-in
+#        MPI_ARGS adds mpirun options, e.g. "--mca btl tcp,self" to put the
+#        ranks' traffic on TCP (loopback) instead of shared memory, as between
+#        nodes. SUITE=nccl times ncclAllReduce loops on the host NCCL stand-in
 #        (bench/nccl_allreduce_loop, host memory) instead: 8 bytes and
 #        LARGE_BYTES (default 64 MiB), no trainer.
 set -euo pipefail
@@ -30,7 +32,7 @@ train=$build/examples/mpi_train/mpi_train
 replay=$build/replay
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
+mpirun="mpirun -np $ranks --oversubscribe --bind-to none ${MPI_ARGS:-}"
 
 # Workloads: name, command, calls per rank (for per-call figures; 0: none), time source.
 workloads=(
