@@ -15,6 +15,7 @@
 #        interval between two checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 rounds=${1:-5}
 ranks=${2:-4}
 build=${BUILD:-build}
@@ -41,7 +42,7 @@ for ((r = 1; r <= rounds; r++)); do
     >"$work/log$r" 2>&1 &
   job=$!
   latency=""
-  for ((i = 0; i < 300; i++)); do
+  for ((i = 0; i < 30000 / poll_ms; i++)); do
     sleep "$poll_s"
     out=$("$replay" check --live --json "$dir" 2>/dev/null) && continue  # exit 0: nothing found yet
     stuck=$(grep -o '"stuck_since_realtime_ns": *[0-9]*' <<<"$out" | head -1 | grep -o '[0-9]*$' || true)
@@ -56,12 +57,13 @@ for ((r = 1; r <= rounds; r++)); do
   wait "$job" 2>/dev/null || true
   job=""
   if [ -z "$latency" ]; then
-    echo "round $r: no finding within 30 s (job log: $work/log$r)" >&2
+    echo "round $r: no finding in 30 s of polling; the job's last lines:" >&2
+    tail -5 "$work/log$r" >&2
     exit 1
   fi
   echo "round $r: found ${latency} s after the hang"
   latencies+=("$latency")
 done
-printf '%s\n' "${latencies[@]}" | sort -g |
-  awk '{a[NR] = $1} END {m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2;
-       printf "median %.3f s, min %.3f, max %.3f, %d rounds\n", m, a[1], a[NR], NR}'
+sorted=$(printf '%s\n' "${latencies[@]}" | sort -g)
+printf 'median %.3f s, min %.3f, max %.3f, %d rounds\n' "$(median <<<"$sorted")" "$(head -1 <<<"$sorted")" \
+  "$(tail -1 <<<"$sorted")" "$rounds"

@@ -49,7 +49,7 @@ if [[ "${SUITE:-mpi}" == nccl ]]; then
   )
 fi
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source bench/lib.sh
 
 run() {  # run NAME COMMAND SOURCE [LEVEL]: prints seconds
   local cmd=$2 src=$3 level=${4:-}

@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
 args="--steps $steps --params 4096 --ckpt-every 0 --fault unseeded"
 mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source bench/lib.sh
 seconds() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc -l; }
 
 rec_s=$(cd "$work" && seconds "$replay" record --level data -o "$work/t" -- $mpirun "$train" $args)

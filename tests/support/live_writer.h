@@ -17,14 +17,16 @@ namespace replay::testing {
 // Rank 0 of a trace in `dir`, whose writer seals a block every 700 events or
 // when its 64 KiB ring slot is half full, and rewrites its open block every
 // 0.5 ms. One thread appends allreduce ops with seq 1, 2, 3, ..., pausing
-// 0.5 ms after every 64 (~2 s to the default cap), until it has appended
-// `max_events` or Stop() is called; so the events published are always
+// 0.5 ms after every 64 (~2 s to kMaxEvents), until it has appended
+// kMaxEvents or Stop() is called; so the events published are always
 // seq 1..appended(). The cap bounds what each read of the trace costs, which
 // would otherwise grow with every read a slow (sanitised, loaded) machine
 // makes, without end. Past it the thread stays, idle, until Stop().
 class LiveWriter {
  public:
-  explicit LiveWriter(const std::string& dir, uint64_t max_events = 200'000) {
+  static constexpr uint64_t kMaxEvents = 200'000;
+
+  explicit LiveWriter(const std::string& dir) {
     WriterOptions o;
     o.dir = dir;
     o.header.rank = 0;
@@ -36,8 +38,8 @@ class LiveWriter {
     auto w = TraceWriter::Open(o);
     if (!w.ok()) return;
     writer_ = std::move(w).value();
-    thread_ = std::thread([this, max_events] {
-      for (uint64_t i = 0; !stop_.load() && i < max_events; ++i) {
+    thread_ = std::thread([this] {
+      for (uint64_t i = 0; !stop_.load() && i < kMaxEvents; ++i) {
         if (!writer_->Append(AllreduceOp(5, i + 1, 4, i))) break;
         appended_.store(i + 1);
         if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(500));
