@@ -5,7 +5,7 @@
 
 #include "cuda_events.h"
 #include "log.h"
-#include "mpi_rerun.h"
+#include "replay/session.h"
 
 namespace replay::interpose::cuda {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "log.h"
 #include "mpi_buffers.h"
-#include "mpi_rerun.h"
+#include "replay/session.h"
 #include "util/hash.h"
 
 namespace replay::interpose::mpi {
@@ -399,7 +399,12 @@ MPI_Status* Call::Statuses(MPI_Status* statuses, int n) {
 Mode Call::Begin() noexcept {
   if (!guard_.outermost()) return Mode::kPass;
   if (rerun::Active()) {
-    if (!rerun::Bind(&ctx_)) return Mode::kPass;
+    session_ = rerun::Get();
+    if (session_ == nullptr) return Mode::kPass;
+    ctx_.comms = &session_->comms();
+    ctx_.requests = &session_->requests();
+    ctx_.level = Level::kData;
+    ctx_.policy = session_->policy();
     ctx_.capture = &emitted_;
     recording_ = true;
     if (rerun::AllRanks()) {

@@ -22,6 +22,10 @@
 #include "record/recorder.h"
 #include "replay/oracle.h"
 
+namespace replay::rerun {
+class Session;
+}  // namespace replay::rerun
+
 namespace replay::interpose::mpi {
 
 // A side of a call: the pieces of memory (buffer, count, datatype) it covers.
@@ -55,8 +59,9 @@ struct Region {
 };
 
 // Where a call's bookkeeping lives and where its events go: the recorder's
-// when recording; the re-run session's when a recording is being served (then
-// events are captured, to be compared with the recorded ones, not written).
+// when recording; the re-run session's (replay/session.h) when a recording is
+// being served (then events are captured, to be compared with the recorded
+// ones, not written).
 struct CallContext {
   CommTable* comms = nullptr;
   RequestTable* requests = nullptr;
@@ -198,6 +203,7 @@ class Call {
   uint64_t call_site_;
   Guard guard_;
   Recorder* rec_ = nullptr;            // null when re-running
+  rerun::Session* session_ = nullptr;  // when re-running
   CallContext ctx_;
   bool recording_ = false;
   std::vector<Event> emitted_;         // re-run: what recording this call would have written

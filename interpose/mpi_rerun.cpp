@@ -1,285 +1,19 @@
-#include "mpi_rerun.h"
-
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdlib>
+// Re-running a rank of an MPI job: every MPI call answered from the recording
+// (one rank alone), or made for real and held to the recorded choices (every
+// rank). The session, and how a re-run stops, are in replay/session.h.
 #include <cstring>
-#include <mutex>
 #include <sstream>
 
-#include "log.h"
 #include "mpi_buffers.h"
 #include "mpi_record.h"
-#include "record/comm_table.h"
-#include "record/context.h"
-#include "record/request_table.h"
 #include "replay/event_format.h"
-#include "replay/rerun_state.h"
+#include "replay/session.h"
 
 namespace replay::interpose {
-namespace rerun {
-namespace {
-
-// Read when the preload loads, so Active() costs one load on every call.
-bool g_active = false;
-bool g_all = false;
-std::atomic<bool> g_off{false};
-
-void InForkedChild() { g_active = false; }
-
-// Only the recorded program is served: not the helpers MPI starts (a
-// singleton's daemon), not a debugger it runs under, not its forked children
-// (which were not recorded either).
-__attribute__((constructor)) void DetectMode() {
-  const char* mode = std::getenv("REPLAY_MODE");
-  if (mode == nullptr) return;
-  if (std::strcmp(mode, "rerun-all") == 0) {
-    g_all = true;
-  } else if (std::strcmp(mode, "rerun") != 0) {
-    return;
-  }
-  const char* program = std::getenv("REPLAY_RERUN_PROGRAM");
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (program != nullptr && *program != '\0' && n > 0) {
-    exe[n] = '\0';
-    const char* base = std::strrchr(exe, '/');
-    base = base != nullptr ? base + 1 : exe;
-    if (std::strcmp(base, program) != 0) return;
-  }
-  g_active = true;
-  pthread_atfork(nullptr, nullptr, InForkedChild);
-}
-
-struct Session {
-  std::unique_ptr<Oracle> oracle;
-  CommTable comms;
-  RequestTable requests;
-  FingerprintPolicy policy;
-  int64_t stop_at = -1;
-  RerunState* state = nullptr;  // shared with `replay rerun`
-  std::atomic<uint32_t> next_thread{0};
-};
-
-std::once_flag g_once;
-Session* g_session = nullptr;
-bool g_failed = false;
-
-thread_local uint32_t t_thread __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
-
-void MapState(Session* s, int32_t rank) {
-  const char* where = std::getenv("REPLAY_RERUN_STATE");
-  if (where == nullptr) return;
-  // One rank: the file `replay rerun` made. All ranks: one file each in that directory.
-  std::string path = g_all ? std::string(where) + "/rank-" + std::to_string(rank) : std::string(where);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  if (ftruncate(fd, sizeof(RerunState)) == 0) {
-    void* p = mmap(nullptr, sizeof(RerunState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p != MAP_FAILED) {
-      s->state = static_cast<RerunState*>(p);
-      std::memcpy(s->state->magic, kRerunStateMagic, sizeof(s->state->magic));
-      s->state->last_index = -1;
-    }
-  }
-  close(fd);
-}
-
-void Start() {
-  auto* s = new Session();
-  OracleOptions o;
-  const char* dir = std::getenv("REPLAY_RERUN_TRACE");
-  const char* rank = std::getenv("REPLAY_RERUN_RANK");
-  o.trace_dir = dir != nullptr ? dir : "";
-  o.rank = rank != nullptr ? std::atoi(rank) : 0;
-  if (g_all) o.rank = DetectLauncher().rank;
-  MapState(s, o.rank);
-  g_session = s;
-  if (o.rank < 0) Stop(Verdict::kFailed, "cannot tell which rank this process is (no launcher rank variable)");
-  if (const char* m = std::getenv("REPLAY_RERUN_FROM_MARK")) o.from_mark = m;
-  if (const char* st = std::getenv("REPLAY_RERUN_STOP_AT")) s->stop_at = std::atoll(st);
-  auto oracle = Oracle::Open(o);
-  if (!oracle.ok()) Stop(Verdict::kFailed, oracle.status().message());
-  s->oracle = std::move(oracle).value();
-  const RankHeader& h = s->oracle->header();
-  if (h.level != Level::kData && !g_all) {
-    Stop(Verdict::kFailed, "rank " + std::to_string(o.rank) + " was recorded at level " +
-                               std::string(LevelName(h.level)) +
-                               ": the bytes it received are not in the trace. Record again with "
-                               "`replay record --level data ...` to re-run a rank alone.");
-  }
-  // Fingerprint the way the recording did, so that equal data gives equal hashes.
-  std::string_view limit = h.Env("REPLAY_HASH_LIMIT_KB");
-  s->policy.hash_limit = (limit.empty() ? 64 : std::strtoull(std::string(limit).c_str(), nullptr, 10)) << 10;
-  s->policy.scan_all = h.Env("REPLAY_NAN_SCAN") != "hashed";
-}
-
-bool Debugged() {
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* t = std::strstr(buf, "TracerPid:");
-  return t != nullptr && std::atoi(t + 10) != 0;
-}
-
-}  // namespace
-
-bool Active() { return g_active; }
-bool AllRanks() { return g_all; }
-bool OffRecording() { return g_off.load(std::memory_order_relaxed); }
-
-void NoteDivergence(const Event& recorded, const std::string& message) {
-  if (g_session == nullptr || g_session->state == nullptr) return;
-  RerunState* st = g_session->state;
-  if (st->verdict == static_cast<int32_t>(Verdict::kDiverged)) return;  // the first one is what counts
-  std::string line = "replay rerun: rank " + std::to_string(g_session->oracle->world_rank()) + ": " + message + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-  size_t n = std::min(message.size(), sizeof(st->message) - 1);
-  std::memcpy(st->message, message.data(), n);
-  st->message[n] = '\0';
-  st->diverged_index = static_cast<int64_t>(recorded.index);
-  st->diverged_time_ns = recorded.time_ns;
-  __atomic_store_n(&st->verdict, static_cast<int32_t>(Verdict::kDiverged), __ATOMIC_RELEASE);
-}
-
-void LeaveRecording(const std::string& why) {
-  if (g_off.exchange(true)) return;
-  std::string line = "replay rerun: rank " +
-                     std::to_string(g_session != nullptr && g_session->oracle ? g_session->oracle->world_rank() : -1) +
-                     ": " + why + "; from here on nothing is forced\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-}
-
-bool FromMark() { return std::getenv("REPLAY_RERUN_FROM_MARK") != nullptr; }
-
-bool Bind(mpi::CallContext* ctx) {
-  std::call_once(g_once, Start);
-  if (g_failed || g_session == nullptr || g_session->oracle == nullptr) return false;
-  ctx->comms = &g_session->comms;
-  ctx->requests = &g_session->requests;
-  ctx->level = Level::kData;
-  ctx->policy = g_session->policy;
-  ctx->writer = nullptr;
-  return true;
-}
-
-Oracle& oracle() { return *g_session->oracle; }
-
-bool Ready() {
-  mpi::CallContext ctx;
-  return Bind(&ctx);
-}
-
-namespace {
-[[noreturn]] void EntropyUnserved(const Status& st, std::string_view api, uint64_t site) {
-  Stop(st.code() == Status::Code::kUnavailable ? Verdict::kRecordingEnded : Verdict::kDiverged,
-       st.message() + " (" + std::string(api) + " called from " + Hex(site) + ")");
-}
-}  // namespace
-
-int64_t ServeEntropy(std::string_view api, void* buf, size_t len, uint64_t call_site) {
-  auto served = oracle().Serve(ThreadNumber(), api, CallForm::kEntropy);
-  if (!served.ok()) EntropyUnserved(served.status(), api, call_site);
-  const Event& e = *served->first;
-  CheckStopAt(e, api);
-  NoteServed(e);
-  if (e.entropy.rc > 0 && static_cast<uint64_t>(e.entropy.rc) != len &&
-      e.entropy.requested != len) {
-    Stop(Verdict::kDiverged, "the program asked " + std::string(api) + " for " + std::to_string(len) +
-                                 " bytes where the recording has " + oracle().Describe(e) +
-                                 " (called from " + Hex(call_site) + ")");
-  }
-  size_t n = std::min(len, e.text.size());
-  if (buf != nullptr && n > 0) std::memcpy(buf, e.text.data(), n);
-  return e.entropy.rc;
-}
-
-uint64_t ServeSeed(std::string_view api, uint64_t value, uint64_t call_site) {
-  auto served = oracle().Serve(ThreadNumber(), api, CallForm::kSeed);
-  if (!served.ok()) EntropyUnserved(served.status(), api, call_site);
-  const Event& e = *served->first;
-  CheckStopAt(e, api);
-  NoteServed(e);
-  (void)value;  // the recorded seed wins: that is what makes the re-run repeat
-  return e.seed.value;
-}
-
-void ServeMark(std::string_view name, int64_t value, uint64_t call_site) {
-  auto served = oracle().Serve(ThreadNumber(), "replay_mark", CallForm::kMark);
-  if (!served.ok()) EntropyUnserved(served.status(), "replay_mark", call_site);
-  const Event& e = *served->first;
-  NoteServed(e);
-  if (e.text != name || e.mark.value != value) {
-    Stop(Verdict::kDiverged, "the program marked " + std::string(name) + "=" + std::to_string(value) +
-                                 " where the recording has " + oracle().Describe(e));
-  }
-}
-
-uint32_t ThreadNumber() {
-  if (t_thread == UINT32_MAX) t_thread = g_session->next_thread.fetch_add(1);
-  return t_thread;
-}
-
-void NoteServed(const Event& first) {
-  if (g_session != nullptr && g_session->state != nullptr) {
-    __atomic_store_n(&g_session->state->last_index, static_cast<int64_t>(first.index), __ATOMIC_RELEASE);
-  }
-}
-
-void Stop(Verdict verdict, const std::string& message) {
-  g_failed = verdict == Verdict::kFailed;
-  std::string line = "replay rerun: " + message + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-  if (g_session != nullptr && g_session->state != nullptr) {
-    RerunState* st = g_session->state;
-    size_t n = std::min(message.size(), sizeof(st->message) - 1);
-    std::memcpy(st->message, message.data(), n);
-    st->message[n] = '\0';
-    if (g_session->oracle != nullptr) st->last_index = g_session->oracle->last_index();
-    __atomic_store_n(&st->verdict, static_cast<int32_t>(verdict), __ATOMIC_RELEASE);
-  }
-  if (verdict == Verdict::kStoppedAt && Debugged()) {
-    // Under a debugger: stop here, with the program's state intact.
-    raise(SIGTRAP);
-  }
-  _exit(kRerunExitStopped);
-}
-
-void CheckStopAt(const Event& first, std::string_view api) {
-  if (g_session->stop_at >= 0 && static_cast<int64_t>(first.index) >= g_session->stop_at) {
-    Stop(Verdict::kStoppedAt, "stopped at event #" + std::to_string(first.index) + " (" + std::string(api) +
-                                  "), as asked with --stop-at " + std::to_string(g_session->stop_at));
-  }
-}
-
-// At exit: the program finished. Consistent if the recording had nothing more.
-void AtExit() {
-  if (g_session == nullptr || g_session->state == nullptr || g_session->oracle == nullptr) return;
-  if (g_session->state->verdict != static_cast<int32_t>(Verdict::kRunning)) return;
-  g_session->state->last_index = g_session->oracle->last_index();
-  __atomic_store_n(&g_session->state->verdict, static_cast<int32_t>(Verdict::kReproduced), __ATOMIC_RELEASE);
-}
-
-namespace {
-__attribute__((constructor)) void RegisterAtExit() {
-  if (g_active) std::atexit(AtExit);
-}
-}  // namespace
-
-}  // namespace rerun
-
 namespace mpi {
 namespace {
 
+using rerun::Site;
 using rerun::Stop;
 using rerun::Verdict;
 
@@ -288,9 +22,9 @@ using rerun::Verdict;
 // between runs by nature and are not compared.
 // From a checkpoint mark the program starts its counters (sequence numbers,
 // request ids) afresh while the recording's go on, so they are not compared.
-std::string CompareOps(const OpEvent& now, const OpEvent& then, const std::vector<int64_t>& now_list,
-                       const std::vector<int64_t>& then_list) {
-  const bool counters = !rerun::FromMark();
+std::string CompareOps(const rerun::Session& session, const OpEvent& now, const OpEvent& then,
+                       const std::vector<int64_t>& now_list, const std::vector<int64_t>& then_list) {
+  const bool counters = !session.from_mark();
   std::ostringstream d;
   auto field = [&](const char* name, auto a, auto b) {
     if (a != b) d << "; " << name << " " << a << " (recorded " << b << ")";
@@ -322,21 +56,11 @@ std::string CompareOps(const OpEvent& now, const OpEvent& then, const std::vecto
   return s.empty() ? s : s.substr(2);
 }
 
-// Where in the program a call came from, for reports.
-std::string Site(uint64_t call_site) { return "called from " + Hex(call_site); }
-
 [[noreturn]] void Diverged(const Oracle& o, const Event& recorded, uint64_t call_site, const std::string& api,
                            const std::string& what) {
   Stop(Verdict::kDiverged, "the program diverges from the recording at event #" + std::to_string(recorded.index) +
                                ": " + api + " (" + Site(call_site) + "): " + what + ". Recorded: " +
                                o.Describe(recorded));
-}
-
-[[noreturn]] void Unserved(const Status& st, uint64_t call_site) {
-  if (st.code() == Status::Code::kUnavailable) {
-    Stop(Verdict::kRecordingEnded, st.message() + " (" + Site(call_site) + ")");
-  }
-  Stop(Verdict::kDiverged, st.message() + " (" + Site(call_site) + ")");
 }
 
 void SetStatus(MPI_Status* st, int source, int tag, int64_t count, MPI_Datatype type, bool cancelled) {
@@ -456,27 +180,23 @@ int Call::ServeQuery() {
 }
 
 int Call::ServeOp() {
-  Oracle& o = rerun::oracle();
+  Oracle& o = session_->oracle();
   const MpiAbi& abi = Abi();
   const std::string api = ApiName(api_);
-  const uint32_t thread = rerun::ThreadNumber();
   // What the recorder would record on entry (captured, not written).
   if (shape_ != Shape::kInit) DoEnter();
-  auto served = o.Serve(thread, api, CallForm::kOp, kind_);
-  if (!served.ok()) Unserved(served.status(), call_site_);
-  const Event& rec_op = *served->first;
-  rerun::CheckStopAt(rec_op, api);
-  rerun::NoteServed(rec_op);
+  const ServedCall served = session_->Serve(api, CallForm::kOp, kind_, call_site_);
+  const Event& rec_op = *served.first;
   if (shape_ != Shape::kInit && !emitted_.empty() && emitted_[0].kind == EventKind::kOp) {
-    std::string diff = CompareOps(emitted_[0].op, rec_op.op, emitted_[0].list, rec_op.list);
+    std::string diff = CompareOps(*session_, emitted_[0].op, rec_op.op, emitted_[0].list, rec_op.list);
     if (!diff.empty()) Diverged(o, rec_op, call_site_, api, diff);
   }
-  if (served->ret == nullptr) {
+  if (served.ret == nullptr) {
     Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(rec_op) + " (" + Site(call_site_) +
                                        "), which rank " + std::to_string(o.world_rank()) +
                                        " entered in the recording and never returned from");
   }
-  const ReturnEvent& ret = served->ret->ret;
+  const ReturnEvent& ret = served.ret->ret;
   const int rc = ret.rc;
 
   switch (shape_) {
@@ -485,7 +205,7 @@ int Call::ServeOp() {
                         ? Real<int (*)(int*, char***)>(api_)(argc, argv)
                         : Real<int (*)(int*, char***, int, int*)>(api_)(argc, argv, required, provided);
       if (real_rc != MPI_SUCCESS) return real_rc;
-      for (const Event* e : served->created) {
+      for (const Event* e : served.created) {
         const CommCreateEvent& cc = e->comm_create;
         MPI_Comm h = (cc.flags & comm_flags::kWorld) ? abi.comm_world : abi.comm_self;
         ctx_.comms->Insert(Handle(h), cc.comm, cc.size, cc.rank,
@@ -503,10 +223,10 @@ int Call::ServeOp() {
     case Shape::kCommGroup:
     case Shape::kCommInter: {
       if (newcomm == nullptr) return rc;
-      if (served->created.empty()) {
+      if (served.created.empty()) {
         *newcomm = abi.comm_null;
       } else {
-        const Event& e = *served->created.front();
+        const Event& e = *served.created.front();
         const CommCreateEvent& cc = e.comm_create;
         Real<int (*)(MPI_Comm, MPI_Comm*)>(kApi_MPI_Comm_dup)(abi.comm_self, newcomm);
         int remote = 0;
@@ -543,7 +263,7 @@ int Call::ServeOp() {
       if (req == nullptr) {  // blocking MPI_Mrecv
         Region r;
         r.Add(rbuf, ret.recv_count, rtype);
-        Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served->ret);
+        Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served.ret);
         SetStatus(status_, ret.source, ret.tag, ret.recv_count, rtype, false);
         return rc;
       }
@@ -578,12 +298,12 @@ int Call::ServeOp() {
     case Shape::kStart: {
       // DoEnter numbered each start and captured one op per request.
       std::vector<const Event*> recorded = {&rec_op};
-      recorded.insert(recorded.end(), served->more_ops.begin(), served->more_ops.end());
+      recorded.insert(recorded.end(), served.more_ops.begin(), served.more_ops.end());
       size_t n = 0;
       for (const Event& e : emitted_) {
         if (e.kind != EventKind::kOp) continue;
         if (n >= recorded.size()) Diverged(o, rec_op, call_site_, api, "more requests started than recorded");
-        std::string diff = CompareOps(e.op, recorded[n]->op, e.list, recorded[n]->list);
+        std::string diff = CompareOps(*session_, e.op, recorded[n]->op, e.list, recorded[n]->list);
         if (!diff.empty()) Diverged(o, *recorded[n], call_site_, api, diff);
         ++n;
       }
@@ -594,13 +314,13 @@ int Call::ServeOp() {
     case Shape::kSendrecv: {
       Region r;
       r.Add(rbuf, ret.recv_count, rtype);
-      Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served->ret);
+      Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served.ret);
       SetStatus(status_, ret.source, ret.tag, ret.recv_count, rtype, false);
       return rc;
     }
     case Shape::kProbe: {
-      if (!served->tests.empty()) {
-        const TestEvent& t = served->tests.front()->test;
+      if (!served.tests.empty()) {
+        const TestEvent& t = served.tests.front()->test;
         SetStatus(status_, t.source, t.tag, t.count, abi.datatype_byte, false);
       }
       return rc;
@@ -612,7 +332,7 @@ int Call::ServeOp() {
         ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), pending_);
         return rc;
       }
-      Fill(o, recv_region_, ret.payload_hash, ret.payload_size, comm, *served->ret);
+      Fill(o, recv_region_, ret.payload_hash, ret.payload_size, comm, *served.ret);
       return rc;
     }
     default:
@@ -621,13 +341,8 @@ int Call::ServeOp() {
 }
 
 int Call::ServeProbe() {
-  Oracle& o = rerun::oracle();
-  const std::string api = ApiName(api_);
-  auto served = o.Serve(rerun::ThreadNumber(), api, CallForm::kTest);
-  if (!served.ok()) Unserved(served.status(), call_site_);
-  const TestEvent& t = served->first->test;
-  rerun::CheckStopAt(*served->first, api);
-  rerun::NoteServed(*served->first);
+  const ServedCall served = session_->Serve(ApiName(api_), CallForm::kTest, OpKind::kOther, call_site_);
+  const TestEvent& t = served.first->test;
   *flag = t.flag ? 1 : 0;
   if (t.flag) {
     SetStatus(status_, t.source, t.tag, t.count, Abi().datatype_byte, false);
@@ -637,26 +352,24 @@ int Call::ServeProbe() {
 }
 
 int Call::ServeComplete() {
-  Oracle& o = rerun::oracle();
+  Oracle& o = session_->oracle();
   const MpiAbi& abi = Abi();
   const std::string api = ApiName(api_);
   DoEnter();  // remembers the handles; for blocking waits captures the op
   const bool blocking = BlockingWait();
-  auto served = o.Serve(rerun::ThreadNumber(), api, blocking ? CallForm::kOp : CallForm::kTest);
-  if (!served.ok()) Unserved(served.status(), call_site_);
-  rerun::CheckStopAt(*served->first, api);
-  rerun::NoteServed(*served->first);
-  if (blocking && !rerun::FromMark() && !emitted_.empty() && emitted_[0].list != served->first->list) {
-    Diverged(o, *served->first, call_site_, api, "it waits for other requests than recorded");
+  const ServedCall served =
+      session_->Serve(api, blocking ? CallForm::kOp : CallForm::kTest, OpKind::kOther, call_site_);
+  if (blocking && !session_->from_mark() && !emitted_.empty() && emitted_[0].list != served.first->list) {
+    Diverged(o, *served.first, call_site_, api, "it waits for other requests than recorded");
   }
-  if (blocking && served->ret == nullptr) {
-    Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(*served->first) + " (" +
+  if (blocking && served.ret == nullptr) {
+    Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(*served.first) + " (" +
                                        Site(call_site_) + "), where rank " + std::to_string(o.world_rank()) +
                                        " waited in the recording and never returned");
   }
   const TestEvent* outcome = nullptr;
-  if (!served->tests.empty()) outcome = &served->tests.front()->test;
-  if (!blocking && served->first->kind == EventKind::kTest) outcome = &served->first->test;
+  if (!served.tests.empty()) outcome = &served.tests.front()->test;
+  if (!blocking && served.first->kind == EventKind::kTest) outcome = &served.first->test;
 
   // Complete, as recorded, the requests the recording completed.
   const int n = static_cast<int>(t_saved.size());
@@ -665,7 +378,7 @@ int Call::ServeComplete() {
     return i >= 0 ? status_ : nullptr;
   };
   int completed_slot = 0;
-  for (const Event* ce : served->completions) {
+  for (const Event* ce : served.completions) {
     const CompletionEvent& c = ce->completion;
     int found = -1;
     for (int i = 0; i < n && found < 0; ++i) {
@@ -705,7 +418,7 @@ int Call::ServeComplete() {
   if (flag != nullptr && outcome != nullptr) *flag = outcome->flag ? 1 : 0;
   if (index != nullptr && outcome != nullptr) *index = outcome->index < 0 ? MPI_UNDEFINED : outcome->index;
   if (outcount != nullptr && outcome != nullptr) {
-    const std::vector<int64_t>& list = served->tests.empty() ? served->first->list : served->tests.front()->list;
+    const std::vector<int64_t>& list = served.tests.empty() ? served.first->list : served.tests.front()->list;
     for (size_t j = 0; j < list.size() && indices != nullptr; ++j) indices[j] = static_cast<int>(list[j]);
     // MPI says "undefined" when no request was active, which the program's own
     // request array tells as well now as it did then.
@@ -713,7 +426,7 @@ int Call::ServeComplete() {
     for (MPI_Request r : t_saved) any_active = any_active || r != abi.request_null;
     *outcount = any_active ? static_cast<int>(list.size()) : MPI_UNDEFINED;
   }
-  if (blocking) return served->ret->ret.rc;
+  if (blocking) return served.ret->ret.rc;
   return outcome != nullptr ? outcome->rc : MPI_SUCCESS;
 }
 
@@ -771,28 +484,29 @@ void Call::Prepare() {
     return;
   }
   DoEnter();
-  if (rerun::OffRecording()) return;
-  Oracle& o = rerun::oracle();
+  if (session_->OffRecording()) return;
+  Oracle& o = session_->oracle();
   const std::string api = ApiName(api_);
-  auto s = o.Serve(rerun::ThreadNumber(), api, FormOf(shape_, BlockingWait(), flag != nullptr), kind_);
+  auto s = o.Serve(session_->ThreadNumber(), api, FormOf(shape_, BlockingWait(), flag != nullptr), kind_);
   if (!s.ok()) {
     const Event* last = o.events().empty() ? nullptr : &o.events().back();
-    if (last != nullptr) rerun::NoteDivergence(*last, s.status().message());
-    rerun::LeaveRecording(s.status().message());
+    if (last != nullptr) session_->NoteDivergence(*last, s.status().message());
+    session_->LeaveRecording(s.status().message());
     return;
   }
   served_ = std::move(s).value();
-  rerun::NoteServed(*served_->first);
+  session_->NoteServed(*served_->first);
   if (!emitted_.empty() && emitted_[0].kind == EventKind::kOp && served_->first->kind == EventKind::kOp) {
-    std::string diff = CompareOps(emitted_[0].op, served_->first->op, emitted_[0].list, served_->first->list);
-    if (!diff.empty()) rerun::NoteDivergence(*served_->first, api + " (" + Site(call_site_) + "): " + diff);
+    std::string diff =
+        CompareOps(*session_, emitted_[0].op, served_->first->op, emitted_[0].list, served_->first->list);
+    if (!diff.empty()) session_->NoteDivergence(*served_->first, api + " (" + Site(call_site_) + "): " + diff);
   }
 }
 
 void Call::Finish(int rc) {
   size_t before = emitted_.size();
   DoLeave(rc);
-  if (!served_ || rerun::OffRecording()) return;
+  if (!served_ || session_->OffRecording()) return;
   const std::string api = ApiName(api_);
   for (size_t i = before; i < emitted_.size(); ++i) {
     const Event& e = emitted_[i];
@@ -812,7 +526,7 @@ void Call::Finish(int rc) {
         diff = CompareCompletion(e.completion, against->completion);
       }
     }
-    if (!diff.empty()) rerun::NoteDivergence(*against, api + " (" + Site(call_site_) + "): " + diff);
+    if (!diff.empty()) session_->NoteDivergence(*against, api + " (" + Site(call_site_) + "): " + diff);
   }
 }
 
@@ -872,7 +586,7 @@ int Call::ForceCall() {
     }
     case Shape::kIrecv: {
       int src = peer, tg = tag;
-      const Event* done = have ? rerun::oracle().FindCompletion(served_->first->op.request) : nullptr;
+      const Event* done = have ? session_->oracle().FindCompletion(served_->first->op.request) : nullptr;
       if (done != nullptr && done->completion.source >= 0) {
         src = done->completion.source;
         tg = done->completion.tag;

@@ -14,9 +14,9 @@
 
 #include "cuda_events.h"
 #include "log.h"
-#include "mpi_rerun.h"
 #include "record/fingerprint.h"
 #include "replay/event_format.h"
+#include "replay/session.h"
 #include "util/hash.h"
 
 namespace replay::interpose::nccl {
@@ -298,7 +298,8 @@ void CheckForStaticNccl() {
 Mode Call::Begin() noexcept {
   if (!guard_.outermost()) return Mode::kPass;
   if (rerun::Active() && !rerun::AllRanks()) {
-    if (!rerun::Ready()) return Mode::kPass;
+    session_ = rerun::Get();
+    if (session_ == nullptr) return Mode::kPass;
     return mode_ = Mode::kRerun;
   }
   if (shape_ == Shape::kQuery) return Mode::kPass;

@@ -32,6 +32,10 @@ namespace replay::interpose::cuda {
 struct DeviceFingerprint;
 }  // namespace replay::interpose::cuda
 
+namespace replay::rerun {
+class Session;
+}  // namespace replay::rerun
+
 namespace replay::interpose::nccl {
 
 enum class Shape {
@@ -96,6 +100,7 @@ class Call {
   uint64_t call_site_;
   Guard guard_;
   Recorder* rec_ = nullptr;
+  rerun::Session* session_ = nullptr;  // when re-running
   Mode mode_ = Mode::kPass;
   CommState* cs_ = nullptr;
   OpEvent op_{};

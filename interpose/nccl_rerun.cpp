@@ -1,15 +1,15 @@
 // Re-running a rank of an NCCL job alone: every NCCL call answered from the
-// recording (see mpi_rerun.h for the session and how a re-run stops).
+// recording. The session, and how a re-run stops, are in replay/session.h.
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "cuda_events.h"
-#include "mpi_rerun.h"
 #include "nccl_record.h"
 #include "record/fingerprint.h"
 #include "replay/event_format.h"
+#include "replay/session.h"
 
 namespace replay::interpose::nccl {
 namespace {
@@ -45,9 +45,8 @@ std::string Describe(const char* what, uint64_t now, uint64_t then) {
 
 ncclResult_t Call::Serve() noexcept {
   try {
-    Oracle& o = rerun::oracle();
+    Oracle& o = session_->oracle();
     const std::string api = ApiName(api_);
-    const uint32_t thread = rerun::ThreadNumber();
     if (shape_ == Shape::kQuery) {
       const Synthetic* s = Find(comm);
       if (s == nullptr || int_out == nullptr) return ncclInvalidArgument;
@@ -61,24 +60,18 @@ ncclResult_t Call::Serve() noexcept {
       return ncclSuccess;
     }
     if (shape_ == Shape::kGroup) return ncclSuccess;  // calls inside are served as they come
-    auto served = o.Serve(thread, api, CallForm::kOp, kind_);
-    if (!served.ok()) {
-      Stop(served.status().code() == Status::Code::kUnavailable ? Verdict::kRecordingEnded : Verdict::kDiverged,
-           served.status().message());
-    }
-    const Event& rec = *served->first;
-    rerun::CheckStopAt(rec, api);
-    rerun::NoteServed(rec);
-    if (served->ret == nullptr) {
+    const ServedCall served = session_->Serve(api, CallForm::kOp, kind_, /*call_site=*/0);
+    const Event& rec = *served.first;
+    if (served.ret == nullptr) {
       Stop(Verdict::kRecordingEnded, "the program reached " + o.Describe(rec) + ", which rank " +
                                          std::to_string(o.world_rank()) + " entered and never returned from");
     }
-    const ncclResult_t rc = static_cast<ncclResult_t>(served->ret->ret.rc);
+    const ncclResult_t rc = static_cast<ncclResult_t>(served.ret->ret.rc);
     const Synthetic* cs = comm != nullptr ? Find(comm) : nullptr;
     // Collectives, splits and frees take the communicator's next sequence
     // number, as when recording.
     if ((shape_ == Shape::kColl || shape_ == Shape::kSplit || shape_ == Shape::kFree) && cs != nullptr &&
-        !rerun::FromMark()) {
+        !session_->from_mark()) {
       uint64_t seq = 0;
       {
         std::lock_guard<std::mutex> lock(g_mu);
@@ -111,14 +104,14 @@ ncclResult_t Call::Serve() noexcept {
       case Shape::kInitAll:
       case Shape::kSplit: {
         if (newcomm == nullptr) return rc;
-        if (served->created.empty()) {
+        if (served.created.empty()) {
           *newcomm = nullptr;
           return rc;
         }
         std::lock_guard<std::mutex> lock(g_mu);
-        for (size_t i = 0; i < served->created.size(); ++i) {
+        for (size_t i = 0; i < served.created.size(); ++i) {
           auto handle = reinterpret_cast<ncclComm_t>(new char[1]);
-          Comms()[handle] = Synthetic{served->created[i]->comm_create};
+          Comms()[handle] = Synthetic{served.created[i]->comm_create};
           newcomm[i] = handle;
         }
         return rc;
@@ -144,10 +137,7 @@ ncclResult_t Call::Serve() noexcept {
         // completion), by the fingerprint kernel or from a copy.
         size_t esize = SizeOf(datatype);
         const Event* done = o.FindCompletion(r.request);
-        FingerprintPolicy policy;
-        std::string_view limit = o.header().Env("REPLAY_HASH_LIMIT_KB");
-        if (!limit.empty()) policy.hash_limit = std::strtoull(std::string(limit).c_str(), nullptr, 10) << 10;
-        policy.scan_all = o.header().Env("REPLAY_NAN_SCAN") != "hashed";
+        const FingerprintPolicy& policy = session_->policy();
         const bool device_send = sendbuff != nullptr && cuda::IsDevicePointer(sendbuff);
         uint64_t want_hash = r.send_hash;
         uint32_t want_nan = r.send_nan;

@@ -2,8 +2,9 @@
 // starts; replay_mark.
 //
 // Loading does almost nothing: it names the intercepted functions for the
-// recorder. Recording starts at the first recorded call (see Recorder::Get),
-// which then installs signal handlers and fork hooks here.
+// recorder and reads whether the process re-runs a recording
+// (replay/session.h). Recording starts at the first recorded call (see
+// Recorder::Get), which then installs signal handlers and fork hooks here.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -18,11 +19,11 @@
 #include "cuda_record.h"
 #endif
 #include "guard.h"
-#include "mpi_rerun.h"
 #ifdef REPLAY_HAVE_NCCL
 #include "nccl_record.h"
 #endif
 #include "record/recorder.h"
+#include "replay/session.h"
 #include "signals.h"
 
 #define REPLAY_EXPORT __attribute__((visibility("default")))
@@ -50,6 +51,7 @@ __attribute__((destructor)) void CheckNcclAtExit() { nccl::CheckForStaticNccl();
 #endif
 
 __attribute__((constructor)) void LoadPreload() {
+  rerun::Detect();
   Recorder::SetApiNames(AllApiNames());
   Recorder::SetActivationHook(OnActivation);
 #ifdef REPLAY_HAVE_DLSYM_HOOK
@@ -67,9 +69,17 @@ extern "C" REPLAY_EXPORT __attribute__((weak)) void replay_mark(const char* name
   if (!guard.outermost()) return;
   try {
     std::string_view n = name != nullptr ? std::string_view(name, strnlen(name, 63)) : std::string_view();
-    if (interpose::rerun::Active()) {
-      if (interpose::rerun::Ready()) {
-        interpose::rerun::ServeMark(n, value, reinterpret_cast<uint64_t>(__builtin_return_address(0)));
+    if (rerun::Active()) {
+      // Re-running: the mark is checked against the recording (--stop-at does not stop at one).
+      if (rerun::Session* s = rerun::Get()) {
+        const Event& e = *s->Serve("replay_mark", CallForm::kMark, OpKind::kOther,
+                                   reinterpret_cast<uint64_t>(__builtin_return_address(0)), /*check_stop=*/false)
+                              .first;
+        if (e.text != n || e.mark.value != value) {
+          rerun::Stop(rerun::Verdict::kDiverged, "the program marked " + std::string(n) + "=" +
+                                                     std::to_string(value) + " where the recording has " +
+                                                     s->oracle().Describe(e));
+        }
       }
       return;
     }

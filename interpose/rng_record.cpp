@@ -2,13 +2,15 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string_view>
 
 #include "guard.h"
-#include "mpi_rerun.h"
 #include "record/recorder.h"
+#include "replay/event_format.h"
+#include "replay/session.h"
 
 namespace replay::interpose::rng {
 namespace {
@@ -91,7 +93,28 @@ thread_local unsigned int* t_rand_r_state __attribute__((tls_model("initial-exec
 thread_local unsigned int t_rand_r_after __attribute__((tls_model("initial-exec"))) = 0;
 
 // Re-running: the outermost draws of the program are answered from the recording.
-bool Serving(const Guard& g) { return rerun::Active() && g.outermost() && rerun::Ready(); }
+bool Serving(const Guard& g) { return rerun::Active() && g.outermost() && rerun::Get() != nullptr; }
+
+// Serves an entropy read of up to `len` bytes into `buf` from the recording;
+// returns what the recorded call returned. Stops the program at a divergence.
+int64_t ServeEntropy(std::string_view api, void* buf, size_t len, uint64_t call_site) {
+  rerun::Session& session = *rerun::Get();
+  const Event& e = *session.Serve(api, CallForm::kEntropy, OpKind::kOther, call_site).first;
+  if (e.entropy.rc > 0 && static_cast<uint64_t>(e.entropy.rc) != len && e.entropy.requested != len) {
+    rerun::Stop(rerun::Verdict::kDiverged, "the program asked " + std::string(api) + " for " + std::to_string(len) +
+                                               " bytes where the recording has " + session.oracle().Describe(e) +
+                                               " (" + rerun::Site(call_site) + ")");
+  }
+  size_t n = std::min(len, e.text.size());
+  if (buf != nullptr && n > 0) std::memcpy(buf, e.text.data(), n);
+  return e.entropy.rc;
+}
+
+// Serves a seed: the recorded value wins over the program's, which is what
+// makes the re-run repeat.
+uint64_t ServeSeed(std::string_view api, uint64_t call_site) {
+  return rerun::Get()->Serve(api, CallForm::kSeed, OpKind::kOther, call_site).first->seed.value;
+}
 
 }  // namespace
 
@@ -110,7 +133,7 @@ ssize_t On_getrandom(GetrandomFn real, void* buf, size_t len, unsigned int flags
     return -1;
   }
   Guard g;
-  if (Serving(g)) return rerun::ServeEntropy("getrandom", buf, len, site);
+  if (Serving(g)) return ServeEntropy("getrandom", buf, len, site);
   ssize_t rc = real(buf, len, flags);
   if (g.outermost()) RecordEntropy(EntropySource::kGetrandom, buf, rc, len, flags, site);
   return rc;
@@ -123,7 +146,7 @@ int On_getentropy(GetentropyFn real, void* buf, size_t len, uint64_t site) {
   }
   Guard g;
   if (Serving(g)) {
-    int64_t rc = rerun::ServeEntropy("getentropy", buf, len, site);
+    int64_t rc = ServeEntropy("getentropy", buf, len, site);
     return rc == static_cast<int64_t>(len) ? 0 : -1;
   }
   int rc = real(buf, len);
@@ -141,7 +164,7 @@ ssize_t On_read(ReadFn real, int fd, void* buf, size_t count, uint64_t site) {
   Device d = Lookup(fd);
   if (d == Device::kNone) return real(fd, buf, count);
   Guard g;
-  if (Serving(g)) return rerun::ServeEntropy("read", buf, count, site);
+  if (Serving(g)) return ServeEntropy("read", buf, count, site);
   ssize_t rc = real(fd, buf, count);
   if (g.outermost()) RecordEntropy(SourceOf(d), buf, rc, count, 0, site);
   return rc;
@@ -155,7 +178,7 @@ ssize_t On___read_chk(ReadChkFn real, int fd, void* buf, size_t n, size_t buflen
   Device d = Lookup(fd);
   if (d == Device::kNone) return real(fd, buf, n, buflen);
   Guard g;
-  if (Serving(g)) return rerun::ServeEntropy("read", buf, n, site);
+  if (Serving(g)) return ServeEntropy("read", buf, n, site);
   ssize_t rc = real(fd, buf, n, buflen);
   if (g.outermost()) RecordEntropy(SourceOf(d), buf, rc, n, 0, site);
   return rc;
@@ -167,7 +190,7 @@ size_t On_fread(FreadFn real, void* ptr, size_t size, size_t n, FILE* stream, ui
   if (d == Device::kNone) return real(ptr, size, n, stream);
   Guard g;
   if (Serving(g) && size > 0) {
-    int64_t rc = rerun::ServeEntropy("fread", ptr, size * n, site);
+    int64_t rc = ServeEntropy("fread", ptr, size * n, site);
     return rc > 0 ? static_cast<size_t>(rc) / size : 0;
   }
   size_t got = real(ptr, size, n, stream);
@@ -222,7 +245,7 @@ int On___open64_2(Open2Fn real, const char* path, int flags, uint64_t site) {
 void On_srand(SrandFn real, unsigned int seed, uint64_t site) {
   if (real == nullptr) return;
   Guard g;
-  if (Serving(g)) seed = static_cast<unsigned int>(rerun::ServeSeed("srand", seed, site));
+  if (Serving(g)) seed = static_cast<unsigned int>(ServeSeed("srand", site));
   real(seed);
   if (g.outermost()) RecordSeed(SeedSource::kSrand, seed, 0, site);
 }
@@ -230,7 +253,7 @@ void On_srand(SrandFn real, unsigned int seed, uint64_t site) {
 void On_srandom(SrandFn real, unsigned int seed, uint64_t site) {
   if (real == nullptr) return;
   Guard g;
-  if (Serving(g)) seed = static_cast<unsigned int>(rerun::ServeSeed("srandom", seed, site));
+  if (Serving(g)) seed = static_cast<unsigned int>(ServeSeed("srandom", site));
   real(seed);
   if (g.outermost()) RecordSeed(SeedSource::kSrandom, seed, 0, site);
 }
@@ -238,7 +261,7 @@ void On_srandom(SrandFn real, unsigned int seed, uint64_t site) {
 void On_srand48(Srand48Fn real, long seed, uint64_t site) {
   if (real == nullptr) return;
   Guard g;
-  if (Serving(g)) seed = static_cast<long>(rerun::ServeSeed("srand48", static_cast<uint64_t>(seed), site));
+  if (Serving(g)) seed = static_cast<long>(ServeSeed("srand48", site));
   real(seed);
   if (g.outermost()) RecordSeed(SeedSource::kOther, static_cast<uint64_t>(seed), 0, site);
 }
@@ -249,7 +272,7 @@ char* On_initstate(InitstateFn real, unsigned int seed, char* state, size_t n, u
     return nullptr;
   }
   Guard g;
-  if (Serving(g)) seed = static_cast<unsigned int>(rerun::ServeSeed("initstate", seed, site));
+  if (Serving(g)) seed = static_cast<unsigned int>(ServeSeed("initstate", site));
   char* rc = real(seed, state, n);
   if (g.outermost()) RecordSeed(SeedSource::kInitstate, seed, reinterpret_cast<uint64_t>(state), site);
   return rc;
@@ -259,7 +282,7 @@ int On_rand_r(RandRFn real, unsigned int* seedp, uint64_t site) {
   if (real == nullptr || seedp == nullptr) return real != nullptr ? real(seedp) : 0;
   Guard g;
   bool starts = seedp != t_rand_r_state || *seedp != t_rand_r_after;
-  if (starts && Serving(g)) *seedp = static_cast<unsigned int>(rerun::ServeSeed("rand_r", *seedp, site));
+  if (starts && Serving(g)) *seedp = static_cast<unsigned int>(ServeSeed("rand_r", site));
   unsigned int before = *seedp;
   int rc = real(seedp);
   if (g.outermost() && starts && !rerun::Active()) {
@@ -275,7 +298,7 @@ unsigned int On__ZNSt13random_device9_M_getvalEv(RandomDeviceFn real, void* self
   Guard g;
   if (Serving(g)) {
     unsigned int v = 0;
-    rerun::ServeEntropy("std::random_device", &v, sizeof(v), site);
+    ServeEntropy("std::random_device", &v, sizeof(v), site);
     return v;
   }
   unsigned int v = real(self);

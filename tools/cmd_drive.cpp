@@ -19,6 +19,7 @@
 #include "launch.h"
 #include "replay/check.h"
 #include "replay/event_format.h"
+#include "replay/rerun_state.h"
 #include "replay/trace_reader.h"
 #include "term.h"
 #include "trace_input.h"
@@ -172,7 +173,7 @@ int Run(const Options& opt) {
   setenv("REPLAY_DIR", drive_trace.c_str(), 1);
   setenv("REPLAY_LEVEL", "meta", 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(NewUuid()).c_str(), 1);
-  unsetenv("REPLAY_MODE");
+  RerunRequest{}.Export();  // the drive is recorded, never re-run
   PrependEnv("OMPI_MCA_mca_base_env_list", "LD_PRELOAD;REPLAY_DIR;REPLAY_LEVEL;REPLAY_TRACE_UUID", ';');
   char timeout[32];
   std::snprintf(timeout, sizeof(timeout), "%g", opt.timeout_s);

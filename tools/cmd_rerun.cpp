@@ -1,5 +1,4 @@
 // replay rerun DIR --rank R [--stop-at N] [--from-mark NAME=VALUE] -- COMMAND...
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,19 +91,12 @@ void ForgetLauncher() {
 // The index of the last event that starts a call in the recording.
 int64_t LastCallIndex(const Oracle& o) {
   for (auto it = o.events().rbegin(); it != o.events().rend(); ++it) {
-    switch (it->kind) {
-      case EventKind::kOp:
-      case EventKind::kTest:
-      case EventKind::kEntropy:
-      case EventKind::kSeed:
-      case EventKind::kMark:
-        return static_cast<int64_t>(it->index);
-      default:
-        break;
-    }
+    if (Oracle::StartsCall(*it)) return static_cast<int64_t>(it->index);
   }
   return -1;
 }
+
+bool Diverged(const RerunState& st) { return static_cast<RerunVerdict>(st.verdict) == RerunVerdict::kDiverged; }
 
 const Event* FatalSignal(const Oracle& o) {
   for (const Event& e : o.events()) {
@@ -119,21 +112,21 @@ int RunAll(const Options& opt) {
   if (!trace.ok()) return Fail("rerun", trace.status());
   std::string lib = FindInterposer();
   if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");
-  char state_dir[] = "/tmp/replay-rerun-all-XXXXXX";
-  if (mkdtemp(state_dir) == nullptr) return Fail("rerun", "cannot create a state directory in /tmp");
-  std::string program;
+  auto state_dir = CreateRerunStateDir();
+  if (!state_dir.ok()) return Fail("rerun", state_dir.status());
+  RerunRequest request;
+  request.mode = RerunMode::kAllRanks;
+  request.trace_dir = AbsolutePath(opt.dir);
+  request.state = *state_dir;
   if (!(*trace)->ranks().empty() && (*trace)->ranks()[0].header_ok &&
       !(*trace)->ranks()[0].header.command_line.empty()) {
-    program = Basename((*trace)->ranks()[0].header.command_line[0]);
+    request.program = Basename((*trace)->ranks()[0].header.command_line[0]);
   }
   PreloadInterposer(lib);
-  setenv("REPLAY_MODE", "rerun-all", 1);
-  setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
-  setenv("REPLAY_RERUN_STATE", state_dir, 1);
-  setenv("REPLAY_RERUN_PROGRAM", program.c_str(), 1);
+  std::string forward = "LD_PRELOAD";
+  for (const std::string& name : request.Export()) forward += ";" + name;
   unsetenv("REPLAY_DIR");
-  PrependEnv("OMPI_MCA_mca_base_env_list",
-             "LD_PRELOAD;REPLAY_MODE;REPLAY_RERUN_TRACE;REPLAY_RERUN_STATE;REPLAY_RERUN_PROGRAM", ';');
+  PrependEnv("OMPI_MCA_mca_base_env_list", forward, ';');
   int status = RunAndWait(opt.command);
   if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(errno));
 
@@ -144,23 +137,15 @@ int RunAll(const Options& opt) {
   };
   std::vector<RankResult> results;
   for (const RankEntry& e : (*trace)->ranks()) {
-    RankResult r{e.rank, {}, false};
-    std::string path = std::string(state_dir) + "/rank-" + std::to_string(e.rank);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      r.found = read(fd, &r.st, sizeof(r.st)) == static_cast<ssize_t>(sizeof(r.st));
-      close(fd);
-      unlink(path.c_str());
-    }
-    r.st.message[sizeof(r.st.message) - 1] = '\0';
-    results.push_back(r);
+    std::optional<RerunState> st = TakeRerunState(RerunStatePath(*state_dir, e.rank));
+    results.push_back(RankResult{e.rank, st.value_or(RerunState{}), st.has_value()});
   }
-  rmdir(state_dir);
+  rmdir(state_dir->c_str());
   const RankResult* first = nullptr;
   std::vector<int> missing;
   for (const RankResult& r : results) {
     if (!r.found) missing.push_back(r.rank);
-    if (r.found && r.st.verdict == 2 && (first == nullptr || r.st.diverged_time_ns < first->st.diverged_time_ns)) {
+    if (r.found && Diverged(r.st) && (first == nullptr || r.st.diverged_time_ns < first->st.diverged_time_ns)) {
       first = &r;
     }
   }
@@ -170,7 +155,7 @@ int RunAll(const Options& opt) {
                  Paint(Color::kRed, "diverged").c_str(), first->rank, static_cast<long long>(first->st.diverged_index),
                  first->st.message);
     for (const RankResult& r : results) {
-      if (&r != first && r.found && r.st.verdict == 2) {
+      if (&r != first && r.found && Diverged(r.st)) {
         std::fprintf(stderr, "  also rank %d at event #%lld\n", r.rank, static_cast<long long>(r.st.diverged_index));
       }
     }
@@ -223,36 +208,26 @@ int Run(const Options& opt) {
   std::string lib = FindInterposer();
   if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");
 
-  char state_path[] = "/tmp/replay-rerun-XXXXXX";
-  int fd = mkstemp(state_path);
-  if (fd < 0) return Fail("rerun", std::string("cannot create a state file in /tmp: ") + std::strerror(errno));
-  RerunState init{};
-  init.last_index = -1;
-  (void)!write(fd, &init, sizeof(init));
-  close(fd);
+  auto state_path = CreateRerunStateFile();
+  if (!state_path.ok()) return Fail("rerun", state_path.status());
 
   ForgetLauncher();
   PreloadInterposer(lib);
-  setenv("REPLAY_MODE", "rerun", 1);
-  setenv("REPLAY_RERUN_TRACE", AbsolutePath(opt.dir).c_str(), 1);
-  setenv("REPLAY_RERUN_RANK", std::to_string(opt.rank).c_str(), 1);
-  setenv("REPLAY_RERUN_STATE", state_path, 1);
+  RerunRequest request;
+  request.mode = RerunMode::kOneRank;
+  request.trace_dir = AbsolutePath(opt.dir);
+  request.rank = opt.rank;
+  request.state = *state_path;
   // The executable to serve; other processes under the preload pass through.
-  std::string program = Basename(recorded.empty() ? opt.command[0] : recorded[0]);
-  setenv("REPLAY_RERUN_PROGRAM", program.c_str(), 1);
-  if (opt.stop_at >= 0) setenv("REPLAY_RERUN_STOP_AT", std::to_string(opt.stop_at).c_str(), 1);
-  if (!opt.from_mark.empty()) setenv("REPLAY_RERUN_FROM_MARK", opt.from_mark.c_str(), 1);
+  request.program = Basename(recorded.empty() ? opt.command[0] : recorded[0]);
+  request.stop_at = opt.stop_at;
+  request.from_mark = opt.from_mark;
+  request.Export();
 
   int status = RunAndWait(opt.command);
-  RerunState st{};
-  int sfd = open(state_path, O_RDONLY | O_CLOEXEC);
-  if (sfd >= 0) {
-    (void)!read(sfd, &st, sizeof(st));
-    close(sfd);
-  }
-  unlink(state_path);
-  if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(errno));
-  st.message[sizeof(st.message) - 1] = '\0';
+  const int start_errno = errno;
+  RerunState st = TakeRerunState(*state_path).value_or(RerunState{});
+  if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(start_errno));
 
   const std::string who = "rank " + std::to_string(opt.rank);
   auto verdict = [&](bool ok, const std::string& text) {
@@ -260,16 +235,16 @@ int Run(const Options& opt) {
     std::fprintf(stderr, "  %s\n", text.c_str());
     return ok ? kExitOk : kExitFindings;
   };
-  switch (st.verdict) {
-    case 2:  // diverged: the preload said what
+  switch (static_cast<RerunVerdict>(st.verdict)) {
+    case RerunVerdict::kDiverged:  // the preload said what
       return verdict(false, st.message);
-    case 3:  // the recording ended
+    case RerunVerdict::kRecordingEnded:
+    case RerunVerdict::kStoppedAt:
       return verdict(true, st.message);
-    case 4:
-      return verdict(true, st.message);
-    case 5:
+    case RerunVerdict::kFailed:
       return Fail("rerun", st.message);
-    default:
+    case RerunVerdict::kRunning:
+    case RerunVerdict::kReproduced:
       break;
   }
   if (WIFSIGNALED(status)) {
@@ -283,7 +258,7 @@ int Run(const Options& opt) {
     return verdict(false, died + "; the recorded " + who + " " + o.HowRecordingEnds());
   }
   int64_t last = LastCallIndex(o);
-  if (st.verdict == 1 && st.last_index >= last) {
+  if (static_cast<RerunVerdict>(st.verdict) == RerunVerdict::kReproduced && st.last_index >= last) {
     return verdict(true, "the program ran to the end (exit status " + std::to_string(ExitCodeOf(status)) +
                              "), consistent with all " + std::to_string(last + 1) + " events of " + who);
   }

@@ -97,6 +97,9 @@ class Oracle {
   std::string HowRecordingEnds() const;
   // A one-line description of a recorded call for reports.
   std::string Describe(const Event& e) const;
+  // Whether `e` starts a call (an op, test, entropy draw, seed or mark) rather
+  // than continuing one.
+  static bool StartsCall(const Event& e);
 
  private:
   Oracle() = default;
@@ -105,7 +108,6 @@ class Oracle {
     size_t next = 0;
   };
   Result<ServedCall> ServeFrom(Cursor& cursor, std::string_view api, CallForm form);
-  static bool StartsCall(const Event& e);
 
   std::unique_ptr<RankReader> rank_;
   int32_t world_rank_ = -1;

@@ -1,0 +1,189 @@
+#include "replay/session.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "record/context.h"
+#include "replay/event_format.h"
+
+namespace replay::rerun {
+
+namespace internal {
+// Read when the preload loads, so Active() costs one load on every call.
+bool g_active = false;
+bool g_all = false;
+}  // namespace internal
+
+namespace {
+
+RerunRequest* g_request = nullptr;
+std::once_flag g_once;
+Session* g_session = nullptr;
+bool g_failed = false;
+
+thread_local uint32_t t_thread __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
+
+void InForkedChild() { internal::g_active = false; }
+
+// Whether this is the program `replay rerun` named (by its file name).
+bool IsProgram(const std::string& program) {
+  if (program.empty()) return true;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return true;
+  exe[n] = '\0';
+  const char* base = std::strrchr(exe, '/');
+  base = base != nullptr ? base + 1 : exe;
+  return program == base;
+}
+
+bool Debugged() {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* t = std::strstr(buf, "TracerPid:");
+  return t != nullptr && std::atoi(t + 10) != 0;
+}
+
+void CopyMessage(RerunState* st, const std::string& message) {
+  size_t n = std::min(message.size(), sizeof(st->message) - 1);
+  std::memcpy(st->message, message.data(), n);
+  st->message[n] = '\0';
+}
+
+}  // namespace
+
+void Detect() {
+  RerunRequest request = RerunRequest::FromEnvironment();
+  if (request.mode == RerunMode::kNone || !IsProgram(request.program)) return;
+  g_request = new RerunRequest(std::move(request));
+  internal::g_all = g_request->all_ranks();
+  internal::g_active = true;
+  pthread_atfork(nullptr, nullptr, InForkedChild);
+  std::atexit(Session::AtExit);
+}
+
+void Session::Start() {
+  OracleOptions o;
+  o.trace_dir = g_request->trace_dir;
+  o.rank = internal::g_all ? DetectLauncher().rank : static_cast<int32_t>(g_request->rank);
+  o.from_mark = g_request->from_mark;
+  from_mark_ = !o.from_mark.empty();
+  stop_at_ = g_request->stop_at;
+  // One rank: the file `replay rerun` made. All ranks: one file each in that directory.
+  if (!g_request->state.empty()) {
+    state_ = MapRerunState(internal::g_all ? RerunStatePath(g_request->state, o.rank) : g_request->state);
+  }
+  g_session = this;
+  if (o.rank < 0) Stop(Verdict::kFailed, "cannot tell which rank this process is (no launcher rank variable)");
+  auto oracle = Oracle::Open(o);
+  if (!oracle.ok()) Stop(Verdict::kFailed, oracle.status().message());
+  oracle_ = std::move(oracle).value();
+  const RankHeader& h = oracle_->header();
+  if (h.level != Level::kData && !internal::g_all) {
+    Stop(Verdict::kFailed, "rank " + std::to_string(o.rank) + " was recorded at level " +
+                               std::string(LevelName(h.level)) +
+                               ": the bytes it received are not in the trace. Record again with "
+                               "`replay record --level data ...` to re-run a rank alone.");
+  }
+  std::string_view limit = h.Env("REPLAY_HASH_LIMIT_KB");
+  policy_.hash_limit = (limit.empty() ? 64 : std::strtoull(std::string(limit).c_str(), nullptr, 10)) << 10;
+  policy_.scan_all = h.Env("REPLAY_NAN_SCAN") != "hashed";
+}
+
+Session* Get() {
+  if (!internal::g_active) return nullptr;
+  std::call_once(g_once, [] { (new Session())->Start(); });
+  if (g_failed || g_session == nullptr || g_session->oracle_ == nullptr) return nullptr;
+  return g_session;
+}
+
+uint32_t Session::ThreadNumber() {
+  if (t_thread == UINT32_MAX) t_thread = next_thread_.fetch_add(1);
+  return t_thread;
+}
+
+std::string Site(uint64_t call_site) { return "called from " + Hex(call_site); }
+
+ServedCall Session::Serve(std::string_view api, CallForm form, OpKind kind, uint64_t call_site, bool check_stop) {
+  auto served = oracle_->Serve(ThreadNumber(), api, form, kind);
+  if (!served.ok()) {
+    const Status& st = served.status();
+    std::string where = call_site != 0 ? " (" + Site(call_site) + ")" : "";
+    Stop(st.code() == Status::Code::kUnavailable ? Verdict::kRecordingEnded : Verdict::kDiverged,
+         st.message() + where);
+  }
+  if (check_stop) CheckStopAt(*served->first, api);
+  NoteServed(*served->first);
+  return std::move(served).value();
+}
+
+void Session::NoteServed(const Event& first) {
+  if (state_ != nullptr) __atomic_store_n(&state_->last_index, static_cast<int64_t>(first.index), __ATOMIC_RELEASE);
+}
+
+void Session::CheckStopAt(const Event& first, std::string_view api) {
+  if (stop_at_ >= 0 && static_cast<int64_t>(first.index) >= stop_at_) {
+    Stop(Verdict::kStoppedAt, "stopped at event #" + std::to_string(first.index) + " (" + std::string(api) +
+                                  "), as asked with --stop-at " + std::to_string(stop_at_));
+  }
+}
+
+void Session::NoteDivergence(const Event& recorded, const std::string& message) {
+  if (state_ == nullptr) return;
+  if (state_->verdict == static_cast<int32_t>(Verdict::kDiverged)) return;  // the first one is what counts
+  std::string line = "replay rerun: rank " + std::to_string(oracle_->world_rank()) + ": " + message + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+  CopyMessage(state_, message);
+  state_->diverged_index = static_cast<int64_t>(recorded.index);
+  state_->diverged_time_ns = recorded.time_ns;
+  __atomic_store_n(&state_->verdict, static_cast<int32_t>(Verdict::kDiverged), __ATOMIC_RELEASE);
+}
+
+void Session::LeaveRecording(const std::string& why) {
+  if (off_.exchange(true)) return;
+  std::string line = "replay rerun: rank " + std::to_string(oracle_ != nullptr ? oracle_->world_rank() : -1) +
+                     ": " + why + "; from here on nothing is forced\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+}
+
+void Session::Report(Verdict verdict, const std::string& message) {
+  if (state_ == nullptr) return;
+  CopyMessage(state_, message);
+  if (oracle_ != nullptr) state_->last_index = oracle_->last_index();
+  __atomic_store_n(&state_->verdict, static_cast<int32_t>(verdict), __ATOMIC_RELEASE);
+}
+
+void Stop(Verdict verdict, const std::string& message) {
+  g_failed = verdict == Verdict::kFailed;
+  std::string line = "replay rerun: " + message + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+  if (g_session != nullptr) g_session->Report(verdict, message);
+  if (verdict == Verdict::kStoppedAt && Debugged()) {
+    // Under a debugger: stop here, with the program's state intact.
+    raise(SIGTRAP);
+  }
+  _exit(kRerunExitStopped);
+}
+
+// At exit: the program finished. Consistent if the recording had nothing more.
+void Session::AtExit() {
+  Session* s = g_session;
+  if (s == nullptr || s->state_ == nullptr || s->oracle_ == nullptr) return;
+  if (s->state_->verdict != static_cast<int32_t>(Verdict::kRunning)) return;
+  s->state_->last_index = s->oracle_->last_index();
+  __atomic_store_n(&s->state_->verdict, static_cast<int32_t>(Verdict::kReproduced), __ATOMIC_RELEASE);
+}
+
+}  // namespace replay::rerun
