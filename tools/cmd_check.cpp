@@ -120,9 +120,9 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", *json, "Print JSON instead of text (docs/check.md)");
   cmd->add_flag("--live", *live, "The job is still running (e.g. hung right now)");
   cmd->add_option("--min-wait", *min_wait, "Seconds a call must stay in progress to count as stuck (default 0.5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0, "a number of seconds"));
   cmd->add_option("--threads", *threads, "Threads reading ranks (default: one per core, at most 8)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0, "a number of threads"));
   cmd->add_flag("--brief", *brief, "One line per finding");
   cmd->callback([=] { *exit_code = Run(*dir, *json, *live, *min_wait, *threads, *brief); });
 }

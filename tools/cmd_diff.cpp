@@ -113,7 +113,7 @@ void AddDiffCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("A", *a, "First trace directory")->required();
   cmd->add_option("B", *b, "Second trace directory")->required();
   cmd->add_flag("--json", *json, "Print JSON instead of text (docs/check.md)");
-  cmd->add_option("-C,--context", *context, "Events of context around each divergence")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-C,--context", *context, "Events of context around each divergence")->check(AtLeast(0, "a number of events"));
   cmd->add_option("-r,--rank", *ranks, "Only these ranks (repeatable)");
   cmd->add_flag("--ignore-call-sites", *ignore_sites, "Do not compare call sites (the binaries differ)");
   cmd->callback([=] { *exit_code = Run(*a, *b, *json, *context, *ranks, *ignore_sites); });

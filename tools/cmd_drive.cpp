@@ -283,7 +283,8 @@ void AddDriveCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--backend", opt->backend,
                   "How NCCL operations are re-issued: host (NCCL semantics over MPI on host memory, the default) or "
                   "nccl (real NCCL on GPUs)");
-  cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)");
+  cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)")
+      ->check(Positive("a number of seconds"));
   cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
   cmd->callback([=] {
     // A bundle or Flight Recorder dumps are read from a temporary directory.

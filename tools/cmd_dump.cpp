@@ -1,5 +1,7 @@
 // replay dump DIR [--rank R] [--events N-M] [--json]: the events themselves.
+#include <charconv>
 #include <cstdio>
+#include <string_view>
 #include <limits>
 
 #include "command.h"
@@ -14,30 +16,50 @@ constexpr const char* kHelp = R"(Print the recorded events of a trace, one per l
 rank started, thread, kind and the kind's fields. Ranges: N (one event), N-M
 (inclusive), N- (from N to the end).
 
-Exit status: 0 when the trace was read, 2 when it could not be.)";
+Exit status: 0 when the trace was read, 2 when it (or one of the ranks asked
+for) could not be, or the range selects no event; the ranks that could be read
+are printed all the same.)";
 
 struct Range {
   uint64_t first = 0;
   uint64_t last = std::numeric_limits<uint64_t>::max();
+  bool given = false;
+  std::string text;
 };
 
 Result<Range> ParseRange(const std::string& s) {
   Range r;
   if (s.empty()) return r;
-  auto num = [&](const std::string& part, uint64_t* out) {
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) return false;
-    *out = std::stoull(part);
-    return true;
+  r.given = true;
+  r.text = s;
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("--events " + s + ": " + why + " (use N, N-M or N-, e.g. --events 100-200)");
+  };
+  // One index: a Status saying what is wrong with it, if anything.
+  auto index = [&](std::string_view part, uint64_t* out) -> Status {
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), *out);
+    if (ec == std::errc::result_out_of_range) return bad(std::string(part) + " is larger than any event index");
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size()) {
+      return bad((part.empty() ? s : std::string(part)) + " is not an event index");
+    }
+    return Status::Ok();
   };
   size_t dash = s.find('-');
-  bool ok = dash == std::string::npos
-                ? num(s, &r.first) && (r.last = r.first, true)
-                : num(s.substr(0, dash), &r.first) &&
-                      (dash + 1 == s.size() || num(s.substr(dash + 1), &r.last));
-  if (!ok || r.last < r.first) {
-    return Status::InvalidArgument("--events " + s + " is not a range: use N, N-M or N-");
+  REPLAY_RETURN_IF_ERROR(index(std::string_view(s).substr(0, dash), &r.first));
+  r.last = r.first;
+  if (dash != std::string::npos) {
+    std::string_view rest = std::string_view(s).substr(dash + 1);
+    r.last = std::numeric_limits<uint64_t>::max();
+    if (!rest.empty()) REPLAY_RETURN_IF_ERROR(index(rest, &r.last));
   }
+  if (r.last < r.first) return bad("the range ends before it starts");
   return r;
+}
+
+// "events 0-63", "no events".
+std::string IndexSpan(const std::vector<Event>& events) {
+  if (events.empty()) return "no events";
+  return "events " + std::to_string(events.front().index) + "-" + std::to_string(events.back().index);
 }
 
 int Run(const std::string& dir, const std::vector<int>& ranks, const std::string& events, bool json) {
@@ -66,10 +88,21 @@ int Run(const std::string& dir, const std::vector<int>& ranks, const std::string
   }
   nlohmann::json out = nlohmann::json::object();
   out["ranks"] = nlohmann::json::array();
+  // Ranks that could not be read do not keep the others from being shown;
+  // they are named at the end, and the exit status says so.
+  std::vector<std::string> unreadable;
+  std::vector<std::string> spans;  // what each rank holds, for a range that selects nothing
+  size_t shown = 0;
   for (size_t i : which) {
     auto r = t.OpenRank(i);
-    if (!r.ok()) return Fail("dump", r.status());
+    if (!r.ok()) {
+      unreadable.push_back(t.ranks()[i].name + ": " + r.status().message());
+      if (!json) std::printf("== %s: unreadable: %s ==\n", t.ranks()[i].name.c_str(), r.status().message().c_str());
+      continue;
+    }
     const RankReader& rr = **r;
+    spans.push_back("rank " + std::to_string(rr.rank()) + " has " + IndexSpan(rr.events()));
+    size_t before = shown;
     if (json) {
       nlohmann::json jr;
       jr["rank"] = rr.rank();
@@ -78,6 +111,11 @@ int Run(const std::string& dir, const std::vector<int>& ranks, const std::string
       for (const Event& e : rr.events()) {
         if (e.index < range->first || e.index > range->last) continue;
         jr["events"].push_back(EventToJson(e, rr.header()));
+        ++shown;
+      }
+      jr["problems"] = nlohmann::json::array();
+      for (const TraceProblem& p : rr.problems()) {
+        jr["problems"].push_back({{"file", p.file}, {"offset", p.offset}, {"message", p.message}});
       }
       out["ranks"].push_back(std::move(jr));
       continue;
@@ -87,12 +125,27 @@ int Run(const std::string& dir, const std::vector<int>& ranks, const std::string
     for (const Event& e : rr.events()) {
       if (e.index < range->first || e.index > range->last) continue;
       std::printf("%s\n", FormatEvent(e, rr.header()).c_str());
+      ++shown;
+    }
+    if (range->given && shown == before) {
+      std::printf("(none of its %s is in %s)\n", IndexSpan(rr.events()).c_str(), range->text.c_str());
     }
     for (const TraceProblem& p : rr.problems()) {
       std::printf("!! %s: %s\n", p.file.c_str(), p.message.c_str());
     }
   }
   if (json) std::printf("%s\n", JsonText(out, 1).c_str());
+  if (!unreadable.empty()) {
+    std::string list;
+    for (const std::string& u : unreadable) list += (list.empty() ? "" : "; ") + u;
+    return Fail("dump", std::to_string(unreadable.size()) + " of " + std::to_string(which.size()) +
+                            " ranks could not be read: " + list);
+  }
+  if (range->given && shown == 0) {
+    std::string held;
+    for (const std::string& s : spans) held += (held.empty() ? "" : ", ") + s;
+    return Fail("dump", "--events " + range->text + " selects no event: " + held);
+  }
   return kExitOk;
 }
 

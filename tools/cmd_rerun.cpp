@@ -274,9 +274,10 @@ void AddRerunCommand(CLI::App& app, int* exit_code) {
   cmd->footer(kHelp);
   auto opt = std::make_shared<Options>();
   cmd->add_option("DIR", opt->dir, "Trace directory (recorded at level data)")->required();
-  cmd->add_option("--rank,-r", opt->rank, "The rank to re-run");
+  cmd->add_option("--rank,-r", opt->rank, "The rank to re-run")->check(AtLeast(0, "a rank number"));
   cmd->add_flag("--all", opt->all, "Re-run every rank, really communicating (COMMAND is the launcher line)");
-  cmd->add_option("--stop-at", opt->stop_at, "Stop at recorded event N (SIGTRAP under a debugger)");
+  cmd->add_option("--stop-at", opt->stop_at, "Stop at recorded event N (SIGTRAP under a debugger)")
+      ->check(AtLeast(0, "an event index"));
   cmd->add_option("--from-mark", opt->from_mark, "Start from the application checkpoint marked NAME=VALUE");
   cmd->add_flag("--require-same-command", opt->require_same_command,
                 "Refuse to run a command other than the recorded one (default: warn)");

@@ -24,8 +24,16 @@ struct CommandEntry {
   AddCommandFn add;
 };
 
-// Prints "replay <command>: <message>" on stderr and returns kExitBadInput.
+// Prints "replay <command>: <message>" on stderr (just "replay: " for an empty
+// command) and returns kExitBadInput.
 int Fail(const std::string& command, const Status& status);
 int Fail(const std::string& command, const std::string& message);
+
+// Accepts a number of at least `min`; otherwise the message reads
+// "--timeout 0: 0 is not <unit> of 1 or more" ("seconds", "a count").
+CLI::Validator AtLeast(double min, const std::string& unit);
+// Accepts a number above 0: "--timeout 0: 0 is not a positive number of seconds"
+// for unit "a number of seconds".
+CLI::Validator Positive(const std::string& unit);
 
 }  // namespace replay::cli

@@ -1,6 +1,11 @@
 // replay: the command line. One file per subcommand (cmd_<name>.cpp); the table
 // below is the only list of them.
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 
 #include "command.h"
 #include "replay/version.h"
@@ -38,8 +43,53 @@ constexpr CommandEntry kCommands[] = {
 int Fail(const std::string& command, const Status& status) { return Fail(command, status.message()); }
 
 int Fail(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "replay %s: %s\n", command.c_str(), message.c_str());
+  std::fprintf(stderr, "replay%s%s: %s\n", command.empty() ? "" : " ", command.c_str(), message.c_str());
   return kExitBadInput;
+}
+
+namespace {
+
+// Whether `word` names a subcommand.
+bool IsCommand(const char* word) {
+  for (const CommandEntry& c : kCommands) {
+    if (std::strcmp(word, c.name) == 0) return true;
+  }
+  return false;
+}
+
+std::string CommandNames() {
+  std::string names;
+  for (const CommandEntry& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
+
+}  // namespace
+
+namespace {
+
+// A validator accepting a finite number that `ok` likes; else "VALUE is not <what>".
+CLI::Validator NumberValidator(std::function<bool(double)> ok, std::string what) {
+  return CLI::Validator(
+      [ok = std::move(ok), what = std::move(what)](std::string& value) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        double v = std::strtod(value.c_str(), &end);
+        bool number = !value.empty() && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(v);
+        return number && ok(v) ? "" : value + " is not " + what;
+      },
+      "");
+}
+
+}  // namespace
+
+CLI::Validator AtLeast(double min, const std::string& unit) {
+  char bound[32];
+  std::snprintf(bound, sizeof(bound), "%g", min);
+  return NumberValidator([min](double v) { return v >= min; }, unit + " of " + bound + " or more");
+}
+
+CLI::Validator Positive(const std::string& unit) {
+  return NumberValidator([](double v) { return v > 0; }, "a positive " + unit.substr(unit.find(' ') + 1));
 }
 
 int Main(int argc, char** argv) {
@@ -51,6 +101,10 @@ int Main(int argc, char** argv) {
       "2 bad arguments or unreadable input. `replay COMMAND --help` for each command.");
   int exit_code = kExitOk;
   for (const CommandEntry& c : kCommands) c.add(app, &exit_code);
+  if (argc > 1 && argv[1][0] != '-' && !IsCommand(argv[1])) {
+    return Fail("", std::string(argv[1]) + " is not a command; the commands are " + CommandNames() +
+                        " (`replay --help`)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -60,8 +114,11 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitBadInput;
+    // One line, as for every other error: what is wrong and where to look.
+    const std::string sub = argc > 1 && IsCommand(argv[1]) ? argv[1] : "";
+    std::string what = e.what();
+    if (sub.empty() && what == "A subcommand is required") what = "a command is required: one of " + CommandNames();
+    return Fail(sub, what + " (`replay " + (sub.empty() ? "" : sub + " ") + "--help`)");
   }
   return exit_code;
 }

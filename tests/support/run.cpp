@@ -1,6 +1,9 @@
 #include "support/run.h"
 
+#include "support/temp_dir.h"
+
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
@@ -9,12 +12,14 @@
 
 namespace replay::testing {
 
-RunResult Run(const std::string& command, int timeout_s) {
+namespace {
+
+RunResult RunWith(const std::string& command, int timeout_s, const std::string& stderr_to) {
   RunResult r;
   std::string full = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; timeout -k 5 " +
                      std::to_string(timeout_s) + " sh -c '" ;
   for (char c : command) full += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  full += "' 2>&1";
+  full += "' 2>" + stderr_to;
   FILE* p = popen(full.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
@@ -26,6 +31,21 @@ RunResult Run(const std::string& command, int timeout_s) {
   } else if (WIFSIGNALED(status)) {
     r.exit_code = 128 + WTERMSIG(status);
   }
+  return r;
+}
+
+}  // namespace
+
+RunResult Run(const std::string& command, int timeout_s) { return RunWith(command, timeout_s, "&1"); }
+
+RunResult RunApart(const std::string& command, int timeout_s) {
+  char path[] = "/tmp/replay-test-stderr-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return RunResult{};
+  close(fd);
+  RunResult r = RunWith(command, timeout_s, path);
+  r.error = ReadFile(path);
+  unlink(path);
   return r;
 }
 

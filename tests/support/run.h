@@ -8,11 +8,14 @@ namespace replay::testing {
 
 struct RunResult {
   int exit_code = -1;  // 128+N when killed by signal N; 124 on timeout
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout and stderr together (RunApart: stdout only)
+  std::string error;   // RunApart: stderr
 };
 
 // Runs `command` through /bin/sh with a timeout (SIGTERM, then SIGKILL 5 s later).
 RunResult Run(const std::string& command, int timeout_s = 120);
+// The same, keeping stdout and stderr apart.
+RunResult RunApart(const std::string& command, int timeout_s = 120);
 
 // Paths in the build tree ($REPLAY_TEST_BUILD_DIR when set: a build carried to
 // another machine).
