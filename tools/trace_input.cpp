@@ -1,6 +1,7 @@
 #include "trace_input.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +92,12 @@ Result<std::string> ResolveTraceDir(const std::string& path) {
     return path;  // TraceReader::Open says what is wrong with it
   }
   if (FileExists(path)) {
+    if (!IsRegularFile(path)) {
+      struct stat st;
+      std::string what = stat(path.c_str(), &st) == 0 ? FileTypeName(st.st_mode) : "not a file";
+      return Status::NotATrace(path + " is " + what +
+                               ": give a trace directory, a bundle or Flight Recorder dumps");
+    }
     if (IsBundleFile(path)) return Unpack(path);
     if (LooksLikeFlightRecorderDump(path)) return Import(path, {path});
     auto t = TraceReader::Open(path);

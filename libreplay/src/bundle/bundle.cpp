@@ -285,7 +285,8 @@ nlohmann::json ValuesAcrossRanks(const std::map<std::string, std::vector<int32_t
 }  // namespace
 
 bool IsBundleFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!IsRegularFile(path)) return false;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   char magic[8];
   bool yes = read(fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
@@ -549,6 +550,10 @@ class Reader {
   }
 
   Status Open() {
+    struct stat kind;
+    if (stat(path_.c_str(), &kind) == 0 && !S_ISREG(kind.st_mode)) {
+      return Status::InvalidArgument(path_ + " is " + FileTypeName(kind.st_mode) + ", not a bundle file");
+    }
     f_ = std::fopen(path_.c_str(), "rb");
     if (f_ == nullptr) {
       int err = errno;

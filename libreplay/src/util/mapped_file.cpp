@@ -11,7 +11,8 @@
 namespace replay {
 
 Result<MappedFile> MappedFile::Open(const std::string& path, bool copy, bool lock_shared) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that opening a pipe nobody writes to does not wait forever.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(path + " does not exist");
     return Status::FromErrno("cannot open " + path, errno);
@@ -27,12 +28,12 @@ Result<MappedFile> MappedFile::Open(const std::string& path, bool copy, bool loc
     close(fd);
     return Status::FromErrno("cannot stat " + path, err);
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return Status::InvalidArgument(path + " is a directory, expected a file");
+    return Status::InvalidArgument(path + " is " + FileTypeName(st.st_mode) + ", not a regular file");
   }
   MappedFile f;
-  if (S_ISREG(st.st_mode) && !copy && st.st_size > 0) {
+  if (!copy && st.st_size > 0) {
     void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
     if (p != MAP_FAILED) {
       close(fd);
@@ -85,6 +86,24 @@ bool FileExists(const std::string& path) {
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string FileTypeName(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFIFO: return "a pipe";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+  }
+  return "not a file";
 }
 
 }  // namespace replay

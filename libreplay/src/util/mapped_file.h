@@ -1,7 +1,9 @@
 // mapped_file.h: a whole file, read-only, for the readers.
 //
-// Maps regular files; reads anything else (or a file being appended to, when
-// asked for a stable copy) into memory. Not thread-safe to move; const use is.
+// Maps regular files, or reads them into memory when asked for a stable copy
+// (a file another process is appending to). Anything else (a device such as
+// /dev/zero, a pipe, a socket, a directory) is refused with a Status: reading
+// it could block or never end. Not thread-safe to move; const use is.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +38,9 @@ class MappedFile {
 
 bool FileExists(const std::string& path);
 bool IsDirectory(const std::string& path);
+// Whether `path` is (or links to) a regular file.
+bool IsRegularFile(const std::string& path);
+// What `mode` is, for messages: "a directory", "a character device", "a pipe" ...
+std::string FileTypeName(unsigned mode);
 
 }  // namespace replay
