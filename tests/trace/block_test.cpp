@@ -107,6 +107,14 @@ TEST_CASE("file header rejects foreign files, damage and newer epochs", "[trace]
   std::string newer = good;
   uint32_t epoch = format::kFormatEpoch + 1;
   std::memcpy(&newer[offsetof(format::FileHeader, min_reader_epoch)], &epoch, 4);
+  // A bit flip there is damage, not a newer replay: the checksum tells them apart.
+  Status flipped = CheckFileHeader(Bytes(newer), format::StreamKind::kEvents, "events", &fh);
+  CHECK(flipped.code() == Status::Code::kCorruption);
+  CHECK(flipped.message().find("newer") == std::string::npos);
+  format::FileHeader h;
+  std::memcpy(&h, newer.data(), sizeof(h));
+  h.checksum = FileHeaderChecksum(h);
+  std::memcpy(newer.data(), &h, sizeof(h));
   Status st = CheckFileHeader(Bytes(newer), format::StreamKind::kEvents, "events", &fh);
   CHECK(st.code() == Status::Code::kVersion);
   CHECK(st.message().find("upgrade replay") != std::string::npos);

@@ -129,13 +129,61 @@ TEST_CASE("a trace of a newer epoch is refused with what to do", "[trace]") {
   WriteTrace(dir.path(), 1, 10);
   std::string path = dir / "rank-00000/events";
   std::string bytes = testing::ReadFile(path);
-  uint32_t epoch = format::kFormatEpoch + 1;
-  std::memcpy(&bytes[offsetof(format::FileHeader, min_reader_epoch)], &epoch, 4);
+  format::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  h.min_reader_epoch = format::kFormatEpoch + 1;
+  h.checksum = FileHeaderChecksum(h);
+  std::memcpy(bytes.data(), &h, sizeof(h));
   testing::WriteFile(path, bytes);
   auto r = RankReader::Open(dir / "rank-00000");
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == Status::Code::kVersion);
   CHECK(r.status().message().find("upgrade replay") != std::string::npos);
+}
+
+TEST_CASE("a manifest from another recording is ignored, not every rank", "[trace]") {
+  testing::TempDir a, b;
+  WriteTrace(a.path(), 2, 10);
+  // Another recording's manifest, copied over this one's.
+  JobManifest other;
+  other.trace_uuid = Uuid{9, 9, 9};
+  other.world_size = 2;
+  testing::WriteFile(a / "manifest", EncodeJobManifest(other));
+  auto t = TraceReader::Open(a.path());
+  REQUIRE(t.ok());
+  CHECK((*t)->ranks().size() == 2);
+  CHECK(!(*t)->manifest().has_value());
+  REQUIRE((*t)->problems().size() == 1);
+  CHECK((*t)->problems()[0].message.find("the manifest is ignored") != std::string::npos);
+
+  // Ranks of two recordings and a manifest of neither: nothing to go by.
+  std::filesystem::copy(a / "rank-00000", b / "rank-00000");
+  testing::WriteFile(b / "manifest", EncodeJobManifest(other));
+  RankHeader h = [&] {
+    auto r = RankReader::Open(b / "rank-00000");
+    REQUIRE(r.ok());
+    return (*r)->header();
+  }();
+  h.trace_uuid = Uuid{7, 7, 7};
+  h.rank = 1;
+  std::filesystem::create_directory(b / "rank-00001");
+  testing::WriteFile(b / "rank-00001/header", EncodeRankHeader(h));
+  auto mixed = TraceReader::Open(b.path());
+  REQUIRE(!mixed.ok());
+  CHECK(mixed.status().message().find("mixes the ranks of 2 recordings") != std::string::npos);
+}
+
+TEST_CASE("a bit flip in a manifest's file header is damage, not a newer format", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 2, 10);
+  std::string bytes = testing::ReadFile(dir / "manifest");
+  bytes[offsetof(format::FileHeader, min_reader_epoch)] ^= 0x10;
+  testing::WriteFile(dir / "manifest", bytes);
+  auto t = TraceReader::Open(dir.path());
+  REQUIRE(t.ok());
+  CHECK((*t)->ranks().size() == 2);
+  REQUIRE((*t)->problems().size() == 1);
+  CHECK((*t)->problems()[0].message.find("checksum mismatch") != std::string::npos);
 }
 
 TEST_CASE("a trace the epoch 2 writer wrote still reads, every kind intact", "[trace]") {

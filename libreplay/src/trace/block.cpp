@@ -20,10 +20,6 @@ uint64_t BlockChecksum(const format::BlockHeader& h, std::span<const uint8_t> st
   return XXH3_64bits_digest(&state);
 }
 
-uint64_t FileHeaderChecksum(const format::FileHeader& h) {
-  return Hash64(&h, offsetof(format::FileHeader, checksum));
-}
-
 std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
@@ -31,6 +27,10 @@ std::string Hex(uint64_t v) {
 }
 
 }  // namespace
+
+uint64_t FileHeaderChecksum(const format::FileHeader& h) {
+  return Hash64(&h, offsetof(format::FileHeader, checksum));
+}
 
 BlockCodec::BlockCodec(int zstd_level) : level_(zstd_level) {}
 
@@ -157,14 +157,15 @@ Status CheckFileHeader(std::span<const uint8_t> file, format::StreamKind expecte
   if (std::memcmp(h.magic, format::kFileMagic, sizeof(h.magic)) != 0) {
     return Status::NotATrace(what + " is not a replay trace file (no replay magic at offset 0)");
   }
+  // The checksum first: a damaged epoch must not read as a newer replay's.
+  if (h.checksum != FileHeaderChecksum(h)) {
+    return Status::Corruption(what + ": file header checksum mismatch (damaged at offset 0)");
+  }
   if (h.min_reader_epoch > format::kFormatEpoch) {
     return Status::Version(what + " was written by a newer replay (trace format epoch " +
                            std::to_string(h.epoch) + ", needs a reader of epoch " +
                            std::to_string(h.min_reader_epoch) + "; this replay reads epoch " +
                            std::to_string(format::kFormatEpoch) + "): upgrade replay to read it");
-  }
-  if (h.checksum != FileHeaderChecksum(h)) {
-    return Status::Corruption(what + ": file header checksum mismatch (damaged at offset 0)");
   }
   if (h.stream != static_cast<uint16_t>(expected)) {
     return Status::NotATrace(what + " holds stream kind " + std::to_string(h.stream) +

@@ -65,10 +65,14 @@ struct FoundBlock {
   std::span<const uint8_t> stored;    // the bytes after the header
 };
 
+// The checksum a FileHeader carries: XXH3-64 of the bytes before it.
+uint64_t FileHeaderChecksum(const format::FileHeader& h);
+
 // Writes the FileHeader for a stream into `out`.
 void EncodeFileHeader(format::StreamKind stream, const uint8_t trace_uuid[16], std::string* out);
 
-// Checks a FileHeader: magic, checksum, epoch. `what` names the file in messages.
+// Checks a FileHeader: magic, checksum, then epoch (so that damage never reads
+// as a newer format). `what` names the file in messages.
 Status CheckFileHeader(std::span<const uint8_t> file, format::StreamKind expected,
                        const std::string& what, format::FileHeader* out);
 

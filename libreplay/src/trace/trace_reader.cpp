@@ -427,6 +427,7 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
   }
   closedir(d);
   std::sort(names.begin(), names.end());
+  std::vector<RankEntry> entries;
   for (const std::string& name : names) {
     RankEntry e;
     e.dir = dir + "/" + name;
@@ -442,6 +443,36 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
       }
     }
     e.rank = e.header_ok && e.header.rank >= 0 ? e.header.rank : RankFromName(name);
+    entries.push_back(std::move(e));
+  }
+  // A manifest that no rank belongs to is the foreign one (copied in, or left
+  // from an earlier recording), not every rank: when the ranks agree among
+  // themselves, they are read and the manifest is not.
+  if (t->manifest_) {
+    const Uuid m = t->manifest_->trace_uuid;
+    std::vector<Uuid> others;
+    bool any_matches = false;
+    for (const RankEntry& e : entries) {
+      if (!e.header_ok) continue;
+      if (e.header.trace_uuid == m) {
+        any_matches = true;
+      } else if (std::find(others.begin(), others.end(), e.header.trace_uuid) == others.end()) {
+        others.push_back(e.header.trace_uuid);
+      }
+    }
+    if (!any_matches && others.size() == 1) {
+      t->problems_.push_back({manifest_path, 0, 0, false,
+                              "belongs to another recording (trace " + UuidToString(m) +
+                                  ") than every rank directory (trace " + UuidToString(others[0]) +
+                                  "): the manifest is ignored"});
+      t->manifest_.reset();
+    } else if (!any_matches && others.size() > 1) {
+      return Status::Corruption(dir + " mixes the ranks of " + std::to_string(others.size()) +
+                                " recordings, and its manifest belongs to none of them: give each "
+                                "recording its own directory");
+    }
+  }
+  for (RankEntry& e : entries) {
     if (e.header_ok && t->manifest_ && e.header.trace_uuid != t->manifest_->trace_uuid) {
       t->problems_.push_back({e.dir, 0, 0, false,
                               "belongs to another recording (trace " +
