@@ -19,6 +19,7 @@ void AddCheckCommand(CLI::App& app, int* exit_code);
 void AddDiffCommand(CLI::App& app, int* exit_code);
 void AddRerunCommand(CLI::App& app, int* exit_code);
 void AddDriveCommand(CLI::App& app, int* exit_code);
+void AddShrinkCommand(CLI::App& app, int* exit_code);
 void AddBundleCommand(CLI::App& app, int* exit_code);
 void AddReportCommand(CLI::App& app, int* exit_code);
 void AddExportCommand(CLI::App& app, int* exit_code);
@@ -33,6 +34,7 @@ constexpr CommandEntry kCommands[] = {
     {"diff", AddDiffCommand},
     {"rerun", AddRerunCommand},
     {"drive", AddDriveCommand},
+    {"shrink", AddShrinkCommand},
     {"bundle", AddBundleCommand},
     {"report", AddReportCommand},
     {"export", AddExportCommand},

@@ -18,7 +18,8 @@ void RankTraceBuilder::Add(Event e, int64_t realtime_ns) {
   events_.push_back(std::move(e));
 }
 
-Status RankTraceBuilder::Write(const std::string& dir, CloseReason reason, int64_t close_realtime_ns) {
+Status RankTraceBuilder::Write(const std::string& dir, CloseReason reason, int64_t close_realtime_ns,
+                               bool complete) {
   FileSystem* fs = FileSystem::Default();
   REPLAY_RETURN_IF_ERROR(fs->CreateDirs(dir, 0700));
   char name[32];
@@ -31,7 +32,7 @@ Status RankTraceBuilder::Write(const std::string& dir, CloseReason reason, int64
   h.format_epoch = format::kFormatEpoch;
   h.min_reader_epoch = format::kMinReaderEpoch;
   if (h.start_monotonic_ns == 0) h.start_monotonic_ns = 1;
-  h.complete = true;
+  h.complete = complete;
   h.close_reason = reason;
   h.close_realtime_ns = close_realtime_ns;
   h.event_count = events_.size();

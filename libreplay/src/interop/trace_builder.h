@@ -32,8 +32,9 @@ class RankTraceBuilder {
   size_t size() const { return events_.size(); }
 
   // Writes DIR/rank-NNNNN/ (header and events) for a rank that closed with
-  // `reason` at `close_realtime_ns`.
-  Status Write(const std::string& dir, CloseReason reason, int64_t close_realtime_ns);
+  // `reason` at `close_realtime_ns`; with `complete` false, for one that died
+  // without closing its trace (readers then take it as salvaged).
+  Status Write(const std::string& dir, CloseReason reason, int64_t close_realtime_ns, bool complete = true);
 
  private:
   RankHeader header_;

@@ -1,0 +1,145 @@
+#include "shrink/finding_key.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace replay::shrink {
+namespace {
+
+int32_t Origin(const std::vector<int32_t>& origin, int64_t r) {
+  if (origin.empty()) return static_cast<int32_t>(r);
+  return r >= 0 && static_cast<size_t>(r) < origin.size() ? origin[static_cast<size_t>(r)] : -1;
+}
+
+std::set<int32_t> RankSet(const nlohmann::json& j, const std::vector<int32_t>& origin) {
+  std::set<int32_t> out;
+  if (!j.is_array()) return out;
+  for (const auto& v : j) {
+    if (v.is_number_integer()) out.insert(Origin(origin, v.get<int64_t>()));
+  }
+  return out;
+}
+
+std::string Text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string PlainCommName(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '@' && i + 1 < name.size() && std::isdigit(static_cast<unsigned char>(name[i + 1]))) {
+      while (i + 1 < name.size() && std::isdigit(static_cast<unsigned char>(name[i + 1]))) ++i;
+      continue;
+    }
+    out += name[i];
+  }
+  return out;
+}
+
+std::string OperationOf(const std::string& api) {
+  std::string s;
+  size_t from = api.rfind("MPI_", 0) == 0 ? 4 : api.rfind("nccl", 0) == 0 ? 4 : 0;
+  for (size_t i = from; i < api.size(); ++i) {
+    if (api[i] != '_') s += static_cast<char>(std::tolower(static_cast<unsigned char>(api[i])));
+  }
+  static const char* const kBlocking[] = {"allreduce", "bcast",   "reduce", "allgather", "alltoall",
+                                          "gather",    "scatter", "barrier", "reducescatter",
+                                          "reducescatterblock", "scan", "exscan", "send", "recv",
+                                          "allgatherv", "alltoallv", "gatherv", "scatterv", "ssend"};
+  if (s.size() > 1 && s[0] == 'i') {
+    for (const char* b : kBlocking) {
+      if (s.compare(1, std::string::npos, b) == 0) s.erase(0, 1);
+    }
+  }
+  if (s == "broadcast") return "bcast";
+  if (s == "reducescatter" && api.rfind("nccl", 0) == 0) return "reducescatterblock";
+  if (s == "ssend") return "send";
+  return s;
+}
+
+FindingKey KeyOf(const Finding& f, const std::vector<int32_t>& origin) {
+  FindingKey k;
+  k.kind = f.kind;
+  k.op = f.op;
+  if (f.comm) k.comm = PlainCommName(f.comm->name);
+  for (int32_t r : f.ranks) k.ranks.insert(Origin(origin, r));
+  k.stuck = RankSet(f.data.value("stuck", nlohmann::json::array()), origin);
+  if (f.kind == FindingKind::kMismatch) k.field = Text(f.data, "field");
+  if (f.kind == FindingKind::kError) {
+    if (!Text(f.data, "signal").empty()) {
+      k.error = "signal " + Text(f.data, "signal");
+    } else if (f.data.value("abort", false)) {
+      k.error = "abort";
+    } else {
+      k.error = Text(f.data, "source") + " " + std::to_string(f.data.value("code", 0));
+    }
+  }
+  if (f.kind == FindingKind::kMissingRanks) {
+    for (const auto& m : f.data.value("missing", nlohmann::json::array())) {
+      if (!m.is_object() || !m.contains("rank") || !m["rank"].is_number_integer()) continue;
+      const int32_t r = Origin(origin, m["rank"].get<int64_t>());
+      auto b = m.find("blocked_in");
+      k.blocked_in[r] = b != m.end() && b->is_object()
+                            ? Text(*b, "api") + " on " + PlainCommName(Text(*b, "comm_name"))
+                            : std::string("(not blocked)");
+    }
+  }
+  return k;
+}
+
+bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set<int32_t>& kept, CallMatch match) {
+  if (target.kind != got.kind || target.field != got.field || target.error != got.error) return false;
+  if (match == CallMatch::kApi) {
+    if (target.op != got.op || target.comm != got.comm) return false;
+  } else if (OperationOf(target.op) != OperationOf(got.op)) {
+    return false;
+  }
+  std::set<int32_t> expected;
+  for (int32_t r : target.ranks) {
+    if (kept.count(r) != 0) expected.insert(r);
+  }
+  if (expected.empty() || got.ranks != expected) return false;
+  if (!std::includes(target.stuck.begin(), target.stuck.end(), got.stuck.begin(), got.stuck.end())) return false;
+  for (const auto& [r, where] : got.blocked_in) {
+    auto it = target.blocked_in.find(r);
+    if (it == target.blocked_in.end()) return false;
+    if (match == CallMatch::kApi && it->second != where) return false;
+  }
+  return true;
+}
+
+bool DrivableKind(FindingKind kind) {
+  return kind == FindingKind::kMismatch || kind == FindingKind::kError || kind == FindingKind::kMissingRanks ||
+         kind == FindingKind::kUnmatchedP2p || kind == FindingKind::kNeverCompleted;
+}
+
+const Finding* PickFinding(const CheckReport& report, const std::string& keep) {
+  for (const Finding& f : report.findings) {
+    if (keep.empty() ? DrivableKind(f.kind) : FindingKindName(f.kind) == keep) return &f;
+  }
+  return nullptr;
+}
+
+const Finding* MatchingFinding(const CheckReport& report, const std::string& keep, const FindingKey& target,
+                               const std::vector<int32_t>& origin, CallMatch match, std::string* why) {
+  const Finding* first = PickFinding(report, keep);
+  if (first == nullptr) {
+    *why = report.findings.empty() ? "no finding" : "no such finding (" + report.findings.front().title + ")";
+    return nullptr;
+  }
+  if (first->kind != target.kind) {
+    *why = "another fault first: " + first->title;
+    return nullptr;
+  }
+  const std::set<int32_t> kept(origin.begin(), origin.end());
+  for (const Finding& f : report.findings) {
+    if (f.kind == target.kind && SameFinding(target, KeyOf(f, origin), kept, match)) return &f;
+  }
+  *why = "another finding: " + first->title;
+  return nullptr;
+}
+
+}  // namespace replay::shrink

@@ -1,0 +1,404 @@
+// The search behind `replay shrink` (replay/shrink.h): ddmin over ranks,
+// iterations, calls and counts, each candidate checked, then driven.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "replay/shrink.h"
+#include "shrink/ddmin.h"
+#include "shrink/finding_key.h"
+#include "shrink/program.h"
+
+namespace replay {
+namespace {
+
+using shrink::CallMatch;
+using shrink::Candidate;
+using shrink::FindingKey;
+using shrink::Program;
+using shrink::Selection;
+
+// How long a call of a driven job must have waited to count as stuck, as
+// `replay drive` reports it: the drive is stopped shortly after its timeout.
+constexpr int64_t kDriveMinWaitNs = 100'000'000;
+
+ShrinkSize SizeOf(const Candidate& c) {
+  return {c.ranks.size(), c.operations, c.max_rank_operations, c.communicators};
+}
+
+class Search {
+ public:
+  Search(const Program& program, ShrinkDriver& driver, const ShrinkOptions& options, FindingKey target)
+      : program_(program),
+        driver_(driver),
+        options_(options),
+        target_(std::move(target)),
+        start_(std::chrono::steady_clock::now()) {}
+
+  // Starts from the whole job; fails when its drive does not fail the same way.
+  Status Start(ShrinkResult* result);
+  // Reductions of one kind, by ddmin; whether any was accepted.
+  bool Ranks();
+  bool Iterations(ShrinkResult* result);
+  bool Calls();
+  bool Counts();
+
+  bool Stopped() const { return stopped_; }
+  const Selection& best() const { return best_; }
+  const Candidate& best_candidate() const { return best_candidate_; }
+  size_t candidates() const { return written_; }
+  size_t drives() const { return drives_; }
+  const std::vector<ShrinkStep>& steps() const { return steps_; }
+
+ private:
+  struct Tried {
+    Selection selection;
+    Candidate candidate;
+    std::string dir;
+  };
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool OutOfTime() {
+    if (!stopped_ && Elapsed() > options_.budget_s) stopped_ = true;
+    return stopped_;
+  }
+  std::string Key(const Selection& s, const Candidate& c) const;
+  // Whether the candidate's own trace still shows the finding (no drive needed to say no).
+  bool Checks(const Tried& t, std::string* why);
+  // Whether its drive fails the same way.
+  bool DriveShows(const Tried& t, const ShrinkDriver::Outcome& o, std::string* why) const;
+  bool Same(const CheckReport& report, const Candidate& c, CallMatch match, std::string* why) const;
+  // The first of `selections` that reproduces (tried in order), or -1.
+  int First(const std::vector<Selection>& selections, const std::string& what);
+  void Accept(Tried t, const std::string& what);
+
+  const Program& program_;
+  ShrinkDriver& driver_;
+  const ShrinkOptions& options_;
+  FindingKey target_;
+  std::chrono::steady_clock::time_point start_;
+  Selection best_;
+  Candidate best_candidate_;
+  std::string best_dir_;
+  std::map<std::string, bool> tried_;  // candidate key -> reproduced
+  size_t written_ = 0;
+  size_t drives_ = 0;
+  bool stopped_ = false;
+  std::vector<ShrinkStep> steps_;
+};
+
+std::string Search::Key(const Selection& s, const Candidate& c) const {
+  std::string k;
+  for (bool b : s.ranks) k += b ? '1' : '0';
+  k += '/';
+  for (size_t u = 0; u < c.live.size(); ++u) k += c.live[u] ? (s.scaled[u] ? 's' : '1') : '0';
+  return k;
+}
+
+bool Search::Same(const CheckReport& report, const Candidate& c, CallMatch match, std::string* why) const {
+  return shrink::MatchingFinding(report, options_.keep, target_, c.origin, match, why) != nullptr;
+}
+
+bool Search::Checks(const Tried& t, std::string* why) {
+  auto trace = TraceReader::Open(t.dir);
+  if (!trace.ok()) {
+    *why = trace.status().message();
+    return false;
+  }
+  CheckOptions copt;
+  copt.threads = 1;
+  auto report = CheckTrace(**trace, copt);
+  if (!report.ok()) {
+    *why = report.status().message();
+    return false;
+  }
+  return Same(*report, t.candidate, CallMatch::kApi, why);
+}
+
+bool Search::DriveShows(const Tried& t, const ShrinkDriver::Outcome& o, std::string* why) const {
+  if (!o.status.ok()) {
+    *why = o.status.message();
+    return false;
+  }
+  auto trace = TraceReader::Open(o.trace_dir);
+  if (!trace.ok()) {
+    *why = "the drive left no trace of its own: " + trace.status().message();
+    return false;
+  }
+  CheckOptions copt;
+  copt.min_wait_ns = kDriveMinWaitNs;
+  copt.threads = 1;
+  auto report = CheckTrace(**trace, copt);
+  if (!report.ok()) {
+    *why = report.status().message();
+    return false;
+  }
+  // NCCL calls re-issued as the MPI calls that stand for them are compared by what they do.
+  const CallMatch match = program_.nccl() && !driver_.NcclCalls() ? CallMatch::kOperation : CallMatch::kApi;
+  return Same(*report, t.candidate, match, why);
+}
+
+int Search::First(const std::vector<Selection>& selections, const std::string& what) {
+  std::vector<std::pair<int, Tried>> queue;  // checked, waiting to be driven
+  auto drive = [&]() -> int {
+    if (queue.empty()) return -1;
+    std::vector<std::string> dirs;
+    for (auto& [i, t] : queue) dirs.push_back(t.dir);
+    std::vector<ShrinkDriver::Outcome> outcomes = driver_.Drive(dirs);
+    drives_ += queue.size();
+    int hit = -1;
+    for (size_t q = 0; q < queue.size(); ++q) {
+      std::string why;
+      const bool same = q < outcomes.size() && DriveShows(queue[q].second, outcomes[q], &why);
+      tried_[Key(queue[q].second.selection, queue[q].second.candidate)] = same;
+      if (same && hit < 0) {
+        hit = queue[q].first;
+        Accept(std::move(queue[q].second), what);
+      } else {
+        std::error_code ec;
+        std::filesystem::remove_all(queue[q].second.dir, ec);
+      }
+    }
+    queue.clear();
+    return hit;
+  };
+  for (size_t i = 0; i < selections.size(); ++i) {
+    if (OutOfTime()) break;
+    Tried t;
+    t.selection = selections[i];
+    t.candidate = program_.Materialize(t.selection);
+    if (t.candidate.ranks.empty() || t.candidate.operations == 0) continue;
+    const std::string key = Key(t.selection, t.candidate);
+    auto seen = tried_.find(key);
+    if (seen != tried_.end() && !seen->second) continue;
+    t.dir = options_.work_dir + "/c" + std::to_string(++written_);
+    std::string why;
+    if (!shrink::WriteCandidate(t.candidate, program_.manifest(), t.dir).ok() || !Checks(t, &why)) {
+      tried_[key] = false;
+      std::error_code ec;
+      std::filesystem::remove_all(t.dir, ec);
+      continue;
+    }
+    const size_t ranks = t.candidate.ranks.size();
+    queue.emplace_back(static_cast<int>(i), std::move(t));
+    if (queue.size() >= driver_.Parallel(ranks)) {
+      int hit = drive();
+      if (hit >= 0) return hit;
+    }
+  }
+  if (OutOfTime()) {
+    // What was checked but not driven is dropped: the budget is spent.
+    for (auto& [i, t] : queue) {
+      std::error_code ec;
+      std::filesystem::remove_all(t.dir, ec);
+    }
+    return -1;
+  }
+  return drive();
+}
+
+void Search::Accept(Tried t, const std::string& what) {
+  if (!best_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(best_dir_, ec);
+  }
+  best_ = std::move(t.selection);
+  // Units no longer there stay out of later candidates.
+  for (size_t u = 0; u < best_.units.size(); ++u) best_.units[u] = t.candidate.live[u];
+  best_candidate_ = std::move(t.candidate);
+  best_dir_ = t.dir;
+  ShrinkStep step{what, best_candidate_.ranks.size(), best_candidate_.operations,
+                  best_candidate_.max_rank_operations, Elapsed()};
+  steps_.push_back(step);
+  if (options_.progress) options_.progress(step);
+}
+
+Status Search::Start(ShrinkResult* result) {
+  const Selection all = program_.All();
+  Tried t;
+  t.selection = all;
+  t.candidate = program_.Materialize(all);
+  result->before = SizeOf(t.candidate);
+  t.dir = options_.work_dir + "/c" + std::to_string(++written_);
+  REPLAY_RETURN_IF_ERROR(shrink::WriteCandidate(t.candidate, program_.manifest(), t.dir));
+  std::string why;
+  if (!Checks(t, &why)) {
+    return Status::NotFound("the recorded job, rewritten for re-issuing, no longer shows the finding (" + why +
+                            ")");
+  }
+  std::vector<ShrinkDriver::Outcome> o = driver_.Drive({t.dir});
+  ++drives_;
+  if (o.empty() || !o[0].status.ok()) {
+    return Status::IoError(o.empty() ? "the drive did not run" : o[0].status.message());
+  }
+  if (!DriveShows(t, o[0], &why)) {
+    return Status::NotFound("replay drive does not make this job fail the same way (" + why + ")");
+  }
+  Accept(std::move(t), "as recorded");
+  return Status::Ok();
+}
+
+bool Search::Ranks() {
+  std::vector<size_t> items;
+  for (size_t r = 0; r < best_.ranks.size(); ++r) {
+    if (best_.ranks[r]) items.push_back(r);
+  }
+  const size_t before = items.size();
+  auto kept = shrink::Ddmin(
+      items,
+      [&](const std::vector<std::vector<size_t>>& subsets) {
+        std::vector<Selection> sels;
+        for (const auto& subset : subsets) {
+          Selection s = best_;
+          s.ranks.assign(s.ranks.size(), false);
+          for (size_t r : subset) s.ranks[r] = true;
+          sels.push_back(std::move(s));
+        }
+        return First(sels, "ranks");
+      },
+      [&] { return OutOfTime(); });
+  return kept.size() < before;
+}
+
+bool Search::Iterations(ShrinkResult* result) {
+  std::vector<size_t> units;
+  std::vector<std::string> shapes;
+  for (size_t u = 0; u < best_.units.size(); ++u) {
+    if (!best_.units[u]) continue;
+    units.push_back(u);
+    shapes.push_back(program_.units()[u].shape);
+  }
+  const auto iterations = shrink::FindIterations(shapes);
+  if (result->iterations_found == 0) result->iterations_found = iterations.size();
+  if (iterations.size() < 2) return false;
+  std::vector<size_t> items(iterations.size());
+  for (size_t i = 0; i < items.size(); ++i) items[i] = i;
+  auto kept = shrink::Ddmin(
+      items,
+      [&](const std::vector<std::vector<size_t>>& subsets) {
+        std::vector<Selection> sels;
+        for (const auto& subset : subsets) {
+          Selection s = best_;
+          std::set<size_t> keep(subset.begin(), subset.end());
+          for (size_t it = 0; it < iterations.size(); ++it) {
+            if (keep.count(it) != 0) continue;
+            for (size_t k = iterations[it].first; k < iterations[it].second; ++k) s.units[units[k]] = false;
+          }
+          sels.push_back(std::move(s));
+        }
+        return First(sels, "iterations");
+      },
+      [&] { return OutOfTime(); });
+  return kept.size() < items.size();
+}
+
+bool Search::Calls() {
+  std::vector<size_t> items;
+  for (size_t u = 0; u < best_.units.size(); ++u) {
+    if (best_.units[u]) items.push_back(u);
+  }
+  const size_t before = items.size();
+  auto kept = shrink::Ddmin(
+      items,
+      [&](const std::vector<std::vector<size_t>>& subsets) {
+        std::vector<Selection> sels;
+        for (const auto& subset : subsets) {
+          Selection s = best_;
+          s.units.assign(s.units.size(), false);
+          for (size_t u : subset) s.units[u] = true;
+          sels.push_back(std::move(s));
+        }
+        return First(sels, "calls");
+      },
+      [&] { return OutOfTime(); });
+  return kept.size() < before;
+}
+
+bool Search::Counts() {
+  std::vector<size_t> scalable;
+  for (size_t u = 0; u < best_.units.size(); ++u) {
+    if (best_.units[u] && !best_.scaled[u] && program_.units()[u].divisor > 1) scalable.push_back(u);
+  }
+  if (scalable.empty() || OutOfTime()) return false;
+  // All at once first; else the fewest that must keep their counts.
+  Selection all = best_;
+  for (size_t u : scalable) all.scaled[u] = true;
+  if (First({all}, "counts") == 0) return true;
+  const Selection base = best_;
+  auto full = shrink::Ddmin(
+      scalable,
+      [&](const std::vector<std::vector<size_t>>& subsets) {
+        std::vector<Selection> sels;
+        for (const auto& subset : subsets) {
+          Selection s = base;
+          for (size_t u : scalable) s.scaled[u] = true;
+          for (size_t u : subset) s.scaled[u] = false;
+          sels.push_back(std::move(s));
+        }
+        return First(sels, "counts");
+      },
+      [&] { return OutOfTime(); });
+  return full.size() < scalable.size();
+}
+
+}  // namespace
+
+Result<ShrinkResult> Shrink(const TraceReader& trace, ShrinkDriver& driver, const ShrinkOptions& options,
+                            const std::string& out_dir) {
+  auto report = CheckTrace(trace);
+  if (!report.ok()) return report.status();
+  const Finding* target = shrink::PickFinding(*report, options.keep);
+  if (target == nullptr) {
+    if (!options.keep.empty()) {
+      return Status::NotFound("replay check finds no " + options.keep + " in this trace");
+    }
+    return Status::NotFound(report->findings.empty()
+                                ? "replay check finds nothing wrong with this trace"
+                                : "replay check finds no hang, mismatch or error that a drive can re-issue (first: " +
+                                      report->findings.front().title + ")");
+  }
+  auto program = Program::Load(trace);
+  if (!program.ok()) return program.status();
+
+  ShrinkResult result;
+  result.target = *target;
+  result.nccl = program->nccl();
+  Search search(*program, driver, options, shrink::KeyOf(*target, {}));
+  REPLAY_RETURN_IF_ERROR(search.Start(&result));
+  // Fewer ranks make every later drive cheaper; fewer calls may then let
+  // more ranks go: a second round when the first changed something.
+  for (int round = 0; round < 3 && !search.Stopped(); ++round) {
+    bool changed = search.Ranks();
+    if (round == 0) changed = search.Iterations(&result) || changed;
+    changed = search.Calls() || changed;
+    changed = search.Counts() || changed;
+    if (!changed) break;
+  }
+  const Candidate& best = search.best_candidate();
+  result.after = SizeOf(best);
+  result.origin = best.origin;
+  for (size_t u = 0; u < best.live.size(); ++u) {
+    if (best.live[u] && search.best().scaled[u]) ++result.scaled_units;
+  }
+  result.budget_exhausted = search.Stopped();
+  result.candidates = search.candidates();
+  result.drives = search.drives();
+  result.steps = search.steps();
+  REPLAY_RETURN_IF_ERROR(shrink::WriteCandidate(best, program->manifest(), out_dir));
+  auto reduced = TraceReader::Open(out_dir);
+  if (!reduced.ok()) return reduced.status();
+  auto again = CheckTrace(**reduced);
+  if (!again.ok()) return again.status();
+  std::string why;
+  const Finding* f = shrink::MatchingFinding(*again, options.keep, shrink::KeyOf(*target, {}), best.origin,
+                                             CallMatch::kApi, &why);
+  result.reduced = f != nullptr ? *f : Finding{};
+  return result;
+}
+
+}  // namespace replay
