@@ -8,6 +8,7 @@
 #include "replay/event_format.h"
 #include "term.h"
 #include "trace_input.h"
+#include "util/json.h"
 
 namespace replay::cli {
 namespace {
@@ -65,11 +66,12 @@ int Run(const Options& opt) {
   if (!summary.ok()) return Fail("bundle", summary.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const BundleSummary& s = *summary;
+  const nlohmann::json header = ParseJsonObject(s.header);
   if (opt.json) {
     nlohmann::json j = {{"path", s.path},         {"bytes", s.bytes},       {"trace_bytes", s.trace_bytes},
                         {"files", s.files},       {"ranks", s.ranks},       {"redacted", s.redacted},
                         {"findings", s.findings}, {"seconds", seconds},     {"payloads", bo.payloads},
-                        {"redaction", s.header.value("redaction", nlohmann::json::object())}};
+                        {"redaction", header.value("redaction", nlohmann::json::object())}};
     std::printf("%s\n", JsonText(j, 2).c_str());
     return kExitOk;
   }
@@ -84,15 +86,15 @@ int Run(const Options& opt) {
     std::printf("  redacted: nothing looked like a secret\n");
   } else {
     std::printf("  redacted %llu secret value%s:\n", static_cast<unsigned long long>(s.redacted), s.redacted == 1 ? "" : "s");
-    for (const auto& item : s.header["redaction"]["items"]) {
+    for (const auto& item : header["redaction"]["items"]) {
       std::printf("    %s %s (%s)\n", item.value("where", "").c_str(), item.value("name", "").c_str(),
                   item.value("why", "").c_str());
     }
   }
-  auto check = s.header.find("check");
-  if (check != s.header.end() && check->contains("error")) {
+  auto check = header.find("check");
+  if (check != header.end() && check->contains("error")) {
     std::printf("  check: could not run: %s\n", (*check)["error"].get<std::string>().c_str());
-  } else if (check != s.header.end()) {
+  } else if (check != header.end()) {
     std::printf("  check: %s\n", s.findings == 0 ? "no findings"
                                                  : (std::to_string(s.findings) + (s.findings == 1 ? " finding" : " findings") +
                                                     " (replay check " + s.path + ")").c_str());

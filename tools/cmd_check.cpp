@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "analysis/check_json.h"
 #include "analysis/rank_set.h"
 #include "command.h"
 #include "replay/check.h"

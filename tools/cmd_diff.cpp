@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "analysis/diff_json.h"
 #include "command.h"
 #include "replay/diff.h"
 #include "replay/event_format.h"

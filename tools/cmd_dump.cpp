@@ -7,6 +7,7 @@
 #include "command.h"
 #include "replay/event_format.h"
 #include "replay/trace_reader.h"
+#include "trace/event_json.h"
 #include "trace_input.h"
 
 namespace replay::cli {

@@ -9,6 +9,7 @@
 #include "replay/trace_reader.h"
 #include "term.h"
 #include "trace_input.h"
+#include "util/json.h"
 
 namespace replay::cli {
 namespace {

@@ -31,8 +31,8 @@ void Forward(int signo) {
 std::string FindInterposer() {
   if (const char* env = std::getenv("REPLAY_INTERPOSE_LIB")) return env;
   std::string dir = SelfDir();
-  for (const std::string& p : {dir + "/libreplay_interpose.so", dir + "/../lib/libreplay_interpose.so",
-                               dir + "/../lib64/libreplay_interpose.so"}) {
+  for (const std::string& p : {dir + "/libreplay_interpose.so", dir + "/" REPLAY_LIBDIR_FROM_BINDIR "/libreplay_interpose.so",
+                               dir + "/../lib/libreplay_interpose.so", dir + "/../lib64/libreplay_interpose.so"}) {
     if (access(p.c_str(), R_OK) == 0) return p;
   }
   return "";

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <thread>
 
+#include "analysis/check_json.h"
 #include "analysis/synthetic_job.h"
 #include "replay/event_format.h"
 #include "replay/oracle.h"
@@ -141,12 +142,12 @@ TEST_CASE("check names the rank missing from a hung allreduce and what it does i
   CHECK(f.seq == 4);  // bcast, two steps, then this one
   CHECK(f.ranks == std::vector<int32_t>{1});
   CHECK(f.op == "MPI_Allreduce");
-  const auto& missing = f.data["missing"][0];
+  const nlohmann::json missing = ParseJsonObject(f.data)["missing"][0];
   CHECK(missing["rank"] == 1);
   CHECK(missing["blocked_in"]["comm_name"] == "WORLD");
   CHECK(missing["blocked_in"]["api"] == "MPI_Allreduce");
   CHECK(missing["blocked_in"]["returned"] == false);
-  CHECK(f.data["stuck"] == std::vector<int32_t>{0, 2, 3});
+  CHECK(ParseJsonObject(f.data)["stuck"] == std::vector<int32_t>{0, 2, 3});
   CHECK(f.title.find("rank 1 never entered MPI_Allreduce on dup(WORLD) #4") != std::string::npos);
   CHECK(std::find(f.categories.begin(), f.categories.end(), "hang") != f.categories.end());
   // The waiters are reported too, after the culprit.
@@ -194,7 +195,7 @@ TEST_CASE("check reports mismatched counts and names the odd rank", "[analysis]"
   CHECK(f.kind == FindingKind::kMismatch);
   CHECK(f.ranks == std::vector<int32_t>{2});
   CHECK(f.seq == 2);
-  CHECK(f.data["field"] == "count");
+  CHECK(ParseJsonObject(f.data)["field"] == "count");
   CHECK(f.title.find("rank 2 passes count 1024, ranks 0,1,3 pass count 2048") != std::string::npos);
   // The ranks stuck in it are told, not reported again as never completed.
   CHECK(f.details.back().find("ranks 0,1,3 never returned") != std::string::npos);
@@ -238,7 +239,7 @@ TEST_CASE("check reports ranks calling different collectives at one sequence num
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
   CHECK(f.kind == FindingKind::kMismatch);
-  CHECK(f.data["field"] == "op");
+  CHECK(ParseJsonObject(f.data)["field"] == "op");
   CHECK(f.ranks == std::vector<int32_t>{1});
   CHECK(f.title.find("rank 1 calls MPI_Barrier, ranks 0,2 call MPI_Allreduce") != std::string::npos);
   CHECK(report.findings.size() == 1);  // later calls on WORLD are its consequences
@@ -284,7 +285,7 @@ TEST_CASE("check reports a receive from a rank that never sends", "[analysis]") 
   CHECK(f.kind == FindingKind::kUnmatchedP2p);
   CHECK(f.ranks == std::vector<int32_t>{1});
   CHECK(f.title.find("unmatched receive: rank 1 is blocked in MPI_Recv from rank 0 (tag 5) on WORLD") == 0);
-  CHECK(f.data["peer_state"]["doing"] == "finished (MPI_Finalize)");
+  CHECK(ParseJsonObject(f.data)["peer_state"]["doing"] == "finished (MPI_Finalize)");
 }
 
 TEST_CASE("check reports a receive waiting on a tag its sender does not use", "[analysis]") {
@@ -345,8 +346,8 @@ TEST_CASE("check names the first rank to send NaN, not the ranks it spread to", 
   CHECK(f.kind == FindingKind::kNanInf);
   CHECK(f.ranks == std::vector<int32_t>{2});
   CHECK(f.seq == 2);
-  CHECK(f.data["nan"] == 1);
-  CHECK(f.data["mark"] == "checkpoint=1");
+  CHECK(ParseJsonObject(f.data)["nan"] == 1);
+  CHECK(ParseJsonObject(f.data)["mark"] == "checkpoint=1");
 }
 
 TEST_CASE("check reports ranks whose allreduce results differ", "[analysis]") {
@@ -367,7 +368,7 @@ TEST_CASE("check reports ranks whose allreduce results differ", "[analysis]") {
   CHECK(f.kind == FindingKind::kOutputsDiffer);
   CHECK(f.ranks == std::vector<int32_t>{3});
   CHECK(f.seq == 1);
-  CHECK(f.data["later"] == 1);
+  CHECK(ParseJsonObject(f.data)["later"] == 1);
 }
 
 TEST_CASE("check reports configuration that differs across ranks and ignores per-rank variables", "[analysis]") {
@@ -389,9 +390,9 @@ TEST_CASE("check reports configuration that differs across ranks and ignores per
   const Finding& f = report.findings[0];
   CHECK(f.kind == FindingKind::kConfig);
   CHECK(f.ranks == std::vector<int32_t>{1, 3});
-  REQUIRE(f.data["settings"].size() == 2);
-  CHECK(f.data["settings"][0]["key"] == "NCCL_SOCKET_IFNAME");
-  CHECK(f.data["settings"][1]["key"] == "UCX_TLS");
+  REQUIRE(ParseJsonObject(f.data)["settings"].size() == 2);
+  CHECK(ParseJsonObject(f.data)["settings"][0]["key"] == "NCCL_SOCKET_IFNAME");
+  CHECK(ParseJsonObject(f.data)["settings"][1]["key"] == "UCX_TLS");
   CHECK(f.details[0] == "NCCL_SOCKET_IFNAME: ranks 0-2 'eth0'; rank 3 'eth1'");
 }
 
@@ -421,8 +422,8 @@ TEST_CASE("check names the rank missing from a hung non-blocking collective whos
   CHECK(report.findings[0].kind == FindingKind::kMissingRanks);
   CHECK(report.findings[0].ranks == std::vector<int32_t>{1});
   CHECK(report.findings[0].seq == 2);
-  CHECK(report.findings[0].data["stuck"] == std::vector<int32_t>{0, 2, 3});
-  CHECK(report.findings[0].data["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
+  CHECK(ParseJsonObject(report.findings[0].data)["stuck"] == std::vector<int32_t>{0, 2, 3});
+  CHECK(ParseJsonObject(report.findings[0].data)["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
   CHECK(report.findings[1].kind == FindingKind::kMissingRanks);
   CHECK(report.findings[1].ranks == std::vector<int32_t>{0, 2, 3});
   for (int r = 0; r < 4; ++r) CHECK(report.ranks[static_cast<size_t>(r)].blocked);
@@ -453,7 +454,7 @@ TEST_CASE("check reports a crash with what the rank was doing, before the hang i
         report.findings[0].categories.end());
   CHECK(report.findings[1].kind == FindingKind::kMissingRanks);
   CHECK(report.findings[1].ranks == std::vector<int32_t>{1});
-  CHECK(report.findings[1].data["missing"][0]["signal"] == "SIGSEGV");
+  CHECK(ParseJsonObject(report.findings[1].data)["missing"][0]["signal"] == "SIGSEGV");
 }
 
 TEST_CASE("check does not take a job stopped in the middle of a collective for a hang", "[analysis]") {
@@ -495,7 +496,7 @@ TEST_CASE("check reports MPI error codes once for all ranks that got them", "[an
   CHECK(f.kind == FindingKind::kError);
   CHECK(f.ranks == std::vector<int32_t>{0, 1});
   CHECK(f.title == "ranks 0,1: MPI_Allreduce: MPI_ERR_TRUNCATE: message truncated");
-  CHECK(f.data["code"] == 15);
+  CHECK(ParseJsonObject(f.data)["code"] == 15);
 }
 
 TEST_CASE("check reports blocking collectives on two communicators called in opposite orders", "[analysis]") {
@@ -518,7 +519,7 @@ TEST_CASE("check reports blocking collectives on two communicators called in opp
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
   CHECK(f.kind == FindingKind::kMismatch);
-  CHECK(f.data["field"] == "order");
+  CHECK(ParseJsonObject(f.data)["field"] == "order");
   CHECK(f.title.find("opposite orders") != std::string::npos);
 }
 
@@ -563,7 +564,7 @@ TEST_CASE("check reports a consistently late rank as a straggler", "[analysis]")
   const Finding& f = report.findings[0];
   CHECK(f.kind == FindingKind::kStraggler);
   CHECK(f.ranks == std::vector<int32_t>{2});
-  CHECK(f.data["last_arrivals"] == 25);
+  CHECK(ParseJsonObject(f.data)["last_arrivals"] == 25);
 }
 
 TEST_CASE("check does not call a rank a straggler on a few collectives or a small margin", "[analysis]") {
@@ -608,7 +609,7 @@ TEST_CASE("check --live calls a call stuck only after the minimum wait", "[analy
   REQUIRE(now.findings.size() == 1);
   CHECK(now.findings[0].kind == FindingKind::kMissingRanks);
   CHECK(now.findings[0].ranks == std::vector<int32_t>{1});
-  CHECK(now.findings[0].data["missing"][0]["doing"].get<std::string>().find("running") == 0);
+  CHECK(ParseJsonObject(now.findings[0].data)["missing"][0]["doing"].get<std::string>().find("running") == 0);
 }
 
 TEST_CASE("check without --live treats a trace that is still being written as live", "[analysis]") {

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "support/run.h"
 #include "support/temp_dir.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {

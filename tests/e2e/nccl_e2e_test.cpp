@@ -6,13 +6,13 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "replay/trace_reader.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {

@@ -2,10 +2,11 @@
 // everything that reads a trace's content, as the commands do.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "analysis/check_json.h"
+#include "analysis/diff_json.h"
 #include "replay/check.h"
 #include "replay/diff.h"
 #include "replay/event_format.h"
@@ -14,6 +15,7 @@
 #include "replay/perfetto.h"
 #include "replay/report.h"
 #include "replay/trace_reader.h"
+#include "trace/event_json.h"
 
 namespace replay::fuzz {
 

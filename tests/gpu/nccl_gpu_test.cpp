@@ -7,12 +7,12 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "replay/trace_reader.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {

@@ -8,6 +8,7 @@
 #include "interop/pickle.h"
 #include "replay/check.h"
 #include "support/temp_dir.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {
@@ -62,7 +63,7 @@ TEST_CASE("Flight Recorder dumps of a count mismatch are diagnosed as one, JSON 
       REQUIRE(f.comm);
       CHECK(f.comm->name.find("default_pg") != std::string::npos);
       CHECK(f.comm->members == std::vector<int32_t>{0, 1, 2, 3});
-      CHECK(f.data["field"] == "count");
+      CHECK(ParseJsonObject(f.data)["field"] == "count");
       CHECK(f.title.find("2048") != std::string::npos);
       CHECK(f.title.find("4096") != std::string::npos);
     }
@@ -185,7 +186,7 @@ TEST_CASE("a trace exported as Flight Recorder dumps and imported again is diagn
       REQUIRE(!after.findings.empty());
       CHECK(after.findings[0].kind == before.findings[0].kind);
       CHECK(after.findings[0].ranks == before.findings[0].ranks);
-      CHECK(after.findings[0].data["field"] == before.findings[0].data["field"]);
+      CHECK(ParseJsonObject(after.findings[0].data)["field"] == ParseJsonObject(before.findings[0].data)["field"]);
       CHECK(after.findings[0].kind == FindingKind::kMismatch);
       CHECK(after.findings[0].ranks == std::vector<int32_t>{3});
     }

@@ -3,13 +3,13 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "analysis/synthetic_job.h"
 #include "support/temp_dir.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {

@@ -1,4 +1,5 @@
 #include "interop/pickle.h"
+#include "util/json.h"
 
 #include <catch2/catch.hpp>
 

@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -54,7 +53,7 @@ struct BundleSummary {
   uint64_t ranks = 0;
   uint64_t redacted = 0;       // distinct secret values replaced
   size_t findings = 0;         // of the check stored in it
-  nlohmann::json header;       // as written
+  std::string header;          // the header as written: a JSON object (docs/bundle.md)
 };
 
 // Packs the trace directory `trace_dir` into `out` (replaced atomically).
@@ -64,11 +63,12 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
 // Whether `path` is a file that starts like a bundle (reads 8 bytes).
 bool IsBundleFile(const std::string& path);
 
-// The JSON header of the bundle at `path`, without reading further.
-Result<nlohmann::json> ReadBundleHeader(const std::string& path);
+// The JSON header of the bundle at `path` (a JSON object, as text), without
+// reading further.
+Result<std::string> ReadBundleHeader(const std::string& path);
 
 struct UnpackedBundle {
-  nlohmann::json header;
+  std::string header;              // the bundle's JSON header, as text
   std::vector<std::string> files;  // relative paths written, in bundle order
   std::vector<std::string> dirs;   // relative directories created
   uint64_t bytes = 0;              // written

@@ -26,7 +26,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,7 +87,7 @@ struct Finding {
   // Where the call concerned was made: by the odd rank of a mismatch, by the
   // ranks that did make a collective others are missing from.
   std::optional<CallSite> call_site;
-  nlohmann::json data = nlohmann::json::object();  // kind-specific facts (docs/check.md)
+  std::string data = "{}";  // kind-specific facts: a JSON object (docs/check.md)
 };
 
 // What a rank was doing when its trace ends.
@@ -139,8 +138,8 @@ struct CheckReport {
 // unreadable ranks become notes.
 Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& options = {});
 
-// The `replay check --json` document (schema in docs/check.md).
-nlohmann::json CheckReportToJson(const CheckReport& report);
-nlohmann::json FindingToJson(const Finding& finding);
+// The `replay check --json` document (schema in docs/check.md), `indent`
+// spaces per level (-1: one line).
+std::string CheckReportJson(const CheckReport& report, int indent = -1);
 
 }  // namespace replay

@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,7 +44,7 @@ struct DiffEvent {
   uint64_t index = 0;
   int64_t time_ns = 0;           // since the rank's start
   std::string text;              // as `replay dump` prints it
-  nlohmann::json json;           // as `replay dump --json` prints it
+  std::string json;              // as `replay dump --json` prints it (one line)
 };
 
 struct RankDiff {
@@ -76,7 +75,8 @@ struct DiffReport {
 // Compares two traces of the same job. Fails when either cannot be read at all.
 Result<DiffReport> DiffTraces(const TraceReader& a, const TraceReader& b, const DiffOptions& options = {});
 
-// The `replay diff --json` document (schema in docs/check.md).
-nlohmann::json DiffReportToJson(const DiffReport& report);
+// The `replay diff --json` document (schema in docs/check.md), `indent`
+// spaces per level (-1: one line).
+std::string DiffReportJson(const DiffReport& report, int indent = -1);
 
 }  // namespace replay

@@ -4,7 +4,6 @@
 // fields that mean something for the event's kind. Stateless; thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "replay/event.h"
@@ -16,11 +15,8 @@ namespace replay {
 std::string FormatEvent(const Event& e, const RankHeader& header);
 // Only the kind-specific part: "MPI_Allreduce comm=… seq=3 …".
 std::string FormatEventBody(const Event& e, const RankHeader& header);
-nlohmann::json EventToJson(const Event& e, const RankHeader& header);
-// `j` as JSON text, `indent` spaces per level (-1: one line). Strings from a
-// trace or a dump may hold bytes that are not UTF-8: they are replaced (U+FFFD),
-// never thrown on.
-std::string JsonText(const nlohmann::json& j, int indent = -1);
+// One line of JSON, as `replay dump --json` prints the event (docs/trace-format.md).
+std::string EventJson(const Event& e, const RankHeader& header);
 
 // "0x1a2b3c"
 std::string Hex(uint64_t v);

@@ -8,8 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include "analysis/check_json.h"
 #include "analysis/checks.h"
 #include "replay/event_format.h"
+#include "util/json.h"
 
 namespace replay {
 
@@ -182,7 +184,11 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
     if (a.score != b.score) return a.score > b.score;
     return a.time < b.time;
   });
-  for (auto& f : found) report.findings.push_back(std::move(f.finding));
+  for (auto& f : found) {
+    Finding out = std::move(static_cast<Finding&>(f.finding));
+    out.data = JsonText(f.finding.facts);
+    report.findings.push_back(std::move(out));
+  }
 
   analysis::Narrator narrator(*job);
   for (const RankDigest& d : job->digests) {
@@ -225,7 +231,7 @@ nlohmann::json FindingToJson(const Finding& f) {
     j["call_site"] = {{"text", FormatCallSite(s)}, {"address", Hex(s.address)}, {"module", s.module},
                       {"offset", Hex(s.offset)}, {"symbol", s.symbol}};
   }
-  j["data"] = f.data;
+  j["data"] = ParseJsonObject(f.data);
   return j;
 }
 
@@ -246,6 +252,10 @@ nlohmann::json CheckReportToJson(const CheckReport& r) {
   }
   j["notes"] = r.notes;
   return j;
+}
+
+std::string CheckReportJson(const CheckReport& report, int indent) {
+  return JsonText(CheckReportToJson(report), indent);
 }
 
 }  // namespace replay

@@ -8,6 +8,7 @@
 
 #include "analysis/taxonomy.h"
 #include "replay/event_format.h"
+#include "util/json.h"
 
 namespace replay::analysis {
 namespace {
@@ -34,8 +35,8 @@ bool IsPointToPoint(OpKind kind) {
          kind == OpKind::kMrecv || kind == OpKind::kProbe;
 }
 
-Finding Make(FindingKind kind) {
-  Finding f;
+Draft Make(FindingKind kind) {
+  Draft f;
   f.kind = kind;
   Advice a = AdviceFor(kind);
   f.categories = std::move(a.categories);
@@ -132,8 +133,8 @@ class PerComm {
   }
   void Annotate(std::vector<RankedFinding>* out, const std::string& what) const {
     for (const auto& [comm, n] : later_) {
-      Finding& f = (*out)[first_.at(comm)].finding;
-      f.data["later"] = n;
+      Draft& f = (*out)[first_.at(comm)].finding;
+      f.facts["later"] = n;
       f.details.push_back("and " + std::to_string(n) + " later " + what + " on this communicator");
     }
   }
@@ -437,7 +438,7 @@ std::vector<Odd> OddGroups(const std::vector<const SigGroup*>& groups) {
 void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   std::vector<const SigGroup*> groups = OrderedGroups(c.x);
   std::vector<Odd> odd = OddGroups(groups);
-  Finding f = Make(FindingKind::kMismatch);
+  Draft f = Make(FindingKind::kMismatch);
   SetCommon(c, &f);
   RankSet culprits;
   for (const Odd& o : odd) culprits.Merge(o.g->ranks);
@@ -463,15 +464,15 @@ void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   if (!outcome.empty()) f.details.push_back("then: " + outcome);
   // Where the odd rank made the call: that is the code to read first.
   if (first.g->call_site != 0) f.call_site = c.n.Site(first.g->first_rank, first.g->call_site);
-  f.data["field"] = field;
-  f.data["fields"] = first.fields;
-  f.data["groups"] = nlohmann::json::array();
+  f.facts["field"] = field;
+  f.facts["fields"] = first.fields;
+  f.facts["groups"] = nlohmann::json::array();
   for (const SigGroup* g : groups) {
     nlohmann::json j = SigJson(*g);
     j["expected"] = !culprits.Has(g->first_rank);
-    f.data["groups"].push_back(j);
+    f.facts["groups"].push_back(j);
   }
-  f.data["stuck"] = c.s.stuck.ToVector();
+  f.facts["stuck"] = c.s.stuck.ToVector();
   out->push_back({std::move(f), 0, c.s.first_enter_abs});
 }
 
@@ -488,7 +489,7 @@ std::optional<CollKey> StuckIn(const RankDigest& d) {
 }
 
 void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, std::vector<RankedFinding>* out) {
-  Finding f = Make(FindingKind::kMissingRanks);
+  Draft f = Make(FindingKind::kMissingRanks);
   SetCommon(c, &f);
   // Culprits first: ranks whose control flow just went its own way.
   std::vector<std::pair<int, int32_t>> order;
@@ -568,18 +569,18 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
     const RankDigest* d = c.job.Rank(r);
     if (d != nullptr && !d->blocked.empty()) since = std::max(since, d->Abs(d->blocked.front().call.enter_ns));
   }
-  f.data["stuck_since_realtime_ns"] = since;
-  f.data["entered"] = entered.ToVector();
-  f.data["stuck"] = stuck;
-  f.data["missing"] = missing_json;
-  if (!cycle.empty()) f.data["deadlock"] = cycle;
+  f.facts["stuck_since_realtime_ns"] = since;
+  f.facts["entered"] = entered.ToVector();
+  f.facts["stuck"] = stuck;
+  f.facts["missing"] = missing_json;
+  if (!cycle.empty()) f.facts["deadlock"] = cycle;
   double fraction = c.members.empty() ? 1 : static_cast<double>(missing.size()) / c.members.size();
   double score = (deviating > 0 ? 10 : 0) + (1 - fraction);
   out->push_back({std::move(f), score, c.s.first_enter_abs});
 }
 
 void NeverCompletedFinding(const CollContext& c, std::vector<RankedFinding>* out) {
-  Finding f = Make(FindingKind::kNeverCompleted);
+  Draft f = Make(FindingKind::kNeverCompleted);
   SetCommon(c, &f);
   std::vector<int32_t> stuck = c.s.stuck.ToVector();
   std::vector<int32_t> pending = c.s.pending.ToVector();
@@ -593,10 +594,10 @@ void NeverCompletedFinding(const CollContext& c, std::vector<RankedFinding>* out
     f.details.push_back("rank " + std::to_string(pending[i]) + " started it and has not waited for it: " +
                         c.n.Doing(pending[i]));
   }
-  f.data["stuck"] = stuck;
-  f.data["pending"] = pending;
-  f.data["states"] = nlohmann::json::array();
-  for (int32_t r : stuck) f.data["states"].push_back(c.n.DoingJson(r));
+  f.facts["stuck"] = stuck;
+  f.facts["pending"] = pending;
+  f.facts["states"] = nlohmann::json::array();
+  for (int32_t r : stuck) f.facts["states"].push_back(c.n.DoingJson(r));
   // Pending members are what the others wait for: rank this lower than a
   // completion that every member is waiting on.
   out->push_back({std::move(f), pending.empty() ? 1.0 : 0.0, c.s.first_enter_abs});
@@ -608,17 +609,17 @@ void OutputsFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   std::sort(g.begin(), g.end(), [](const OutGroup* a, const OutGroup* b) {
     return a->count != b->count ? a->count > b->count : a->ranks.First() < b->ranks.First();
   });
-  Finding f = Make(FindingKind::kOutputsDiffer);
+  Draft f = Make(FindingKind::kOutputsDiffer);
   SetCommon(c, &f);
   RankSet odd;
   for (size_t i = 1; i < g.size(); ++i) odd.Merge(g[i]->ranks);
   f.ranks = odd.ToVector();
   f.title = "ranks received different results from " + c.what + ": " + Ranks(odd) + " differ from " +
             Ranks(g[0]->ranks);
-  f.data["groups"] = nlohmann::json::array();
+  f.facts["groups"] = nlohmann::json::array();
   for (const OutGroup* o : g) {
     f.details.push_back(Ranks(o->ranks) + ": fingerprint " + Hex(o->hash));
-    f.data["groups"].push_back({{"fingerprint", Hex(o->hash)}, {"ranks", o->ranks.ToVector()}});
+    f.facts["groups"].push_back({{"fingerprint", Hex(o->hash)}, {"ranks", o->ranks.ToVector()}});
   }
   out->push_back({std::move(f), 0, c.s.first_enter_abs});
 }
@@ -716,7 +717,7 @@ void CheckGraphLaunches(const JobView& job, std::vector<RankedFinding>* out) {
     const Seen& ref = seen.front();
     const std::string api = ref.d->Api(ref.c->api);
     const uint64_t least = by_launches.begin()->first;
-    Finding f = Make(FindingKind::kMissingRanks);
+    Draft f = Make(FindingKind::kMissingRanks);
     f.comm = n.Comm(key.first);
     f.seq = key.second;
     f.op = api;
@@ -736,9 +737,9 @@ void CheckGraphLaunches(const JobView& job, std::vector<RankedFinding>* out) {
     for (size_t i = 0; i < fewer.size() && i < 16; ++i) {
       f.details.push_back("rank " + std::to_string(fewer[i]) + ": " + n.Doing(fewer[i]));
     }
-    f.data["captured"] = true;
-    f.data["launches"] = launches;
-    f.data["missing"] = fewer;
+    f.facts["captured"] = true;
+    f.facts["launches"] = launches;
+    f.facts["missing"] = fewer;
     int64_t time = 0;
     for (const Seen& s : seen) time = std::max(time, s.d->Abs(s.c->enter_ns));
     out->push_back({std::move(f), 0, time});
@@ -787,7 +788,7 @@ void CheckOrder(const JobView& job, std::vector<RankedFinding>* out) {
         std::string b = job.lineage.Name(pcomm) + " #" + std::to_string(pseq);
         const SigGroup& gx = *OrderedGroups(ex)[0];
         const SigGroup& gy = *OrderedGroups(ey)[0];
-        Finding f = Make(FindingKind::kMismatch);
+        Draft f = Make(FindingKind::kMismatch);
         f.comm = n.Comm(x.comm);
         f.seq = x.seq;
         f.op = gx.api_name;
@@ -797,10 +798,10 @@ void CheckOrder(const JobView& job, std::vector<RankedFinding>* out) {
                   " before " + gx.api_name + " on " + a + ", " + Ranks(q_ranks) + " the other way round";
         f.details.push_back("it completed this time because the library did not make the first call wait; "
                             "with larger messages or another transport it deadlocks");
-        f.data["field"] = "order";
-        f.data["first"] = {{"comm", Hex(pcomm)}, {"comm_name", job.lineage.Name(pcomm)}, {"seq", pseq},
+        f.facts["field"] = "order";
+        f.facts["first"] = {{"comm", Hex(pcomm)}, {"comm_name", job.lineage.Name(pcomm)}, {"seq", pseq},
                            {"ranks", p_ranks.ToVector()}};
-        f.data["second"] = {{"comm", Hex(x.comm)}, {"comm_name", job.lineage.Name(x.comm)}, {"seq", x.seq},
+        f.facts["second"] = {{"comm", Hex(x.comm)}, {"comm_name", job.lineage.Name(x.comm)}, {"seq", x.seq},
                             {"ranks", q_ranks.ToVector()}};
         if (gx.call_site != 0) f.call_site = n.Site(gx.first_rank, gx.call_site);
         out->push_back({std::move(f), 0, sx.first_enter_abs});
@@ -817,7 +818,7 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
   std::set<std::tuple<uint64_t, int32_t, int32_t, bool>> reported;
   auto emit = [&](const RankDigest& d, const OpenCall& c, int32_t from, int32_t to, const std::string& why) {
     if (!reported.insert({c.comm, from, to, c.is_send}).second) return;
-    Finding f = Make(FindingKind::kUnmatchedP2p);
+    Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(c.comm);
     f.op = d.Api(c.api);
     f.ranks = {d.rank};
@@ -826,12 +827,12 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
     int32_t other = c.is_send ? to : from;
     if (other >= 0) {
       f.details.push_back("rank " + std::to_string(other) + ": " + n.Doing(other));
-      f.data["peer_state"] = n.DoingJson(other);
+      f.facts["peer_state"] = n.DoingJson(other);
     }
     if (c.call_site != 0) f.call_site = n.Site(d.rank, c.call_site);
-    f.data["call"] = n.CallJson(c, d, false);
-    f.data["from"] = from;
-    f.data["to"] = to;
+    f.facts["call"] = n.CallJson(c, d, false);
+    f.facts["from"] = from;
+    f.facts["to"] = to;
     out->push_back({std::move(f), 0, d.Abs(c.enter_ns)});
   };
   for (const RankDigest& d : job.digests) {
@@ -883,7 +884,7 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
     const RankDigest* to = job.Rank(key.to);
     if (from == nullptr || to == nullptr || !FinishedCleanly(*from) || !FinishedCleanly(*to)) continue;
     if (!reported.insert({key.comm, key.from, key.to, true}).second) continue;
-    Finding f = Make(FindingKind::kUnmatchedP2p);
+    Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(key.comm);
     f.ranks = {key.from};
     uint64_t left = ch.sent - ch.received;
@@ -895,10 +896,10 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
       uint64_t got = r == ch.received_by_tag.end() ? 0 : r->second;
       if (sent > got) f.details.push_back("tag " + std::to_string(tag) + ": " + std::to_string(sent) + " sent, " + std::to_string(got) + " received");
     }
-    f.data["from"] = key.from;
-    f.data["to"] = key.to;
-    f.data["sent"] = ch.sent;
-    f.data["received"] = ch.received;
+    f.facts["from"] = key.from;
+    f.facts["to"] = key.to;
+    f.facts["sent"] = ch.sent;
+    f.facts["received"] = ch.received;
     out->push_back({std::move(f), 0, job.end_realtime_ns});
   }
 }
@@ -931,7 +932,7 @@ void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
     const ErrorRecord& e = *g.first;
     const RankDigest& d = *g.first_rank;
     bool abort = e.message.rfind("MPI_Abort", 0) == 0;
-    Finding f = Make(FindingKind::kError);
+    Draft f = Make(FindingKind::kError);
     Advice a = AdviceForError(e.source, abort);
     f.categories = a.categories;
     f.fix = a.fix;
@@ -945,14 +946,14 @@ void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
       if (!abort) f.details.push_back("after " + n.Call(*e.after, d) + " on rank " + std::to_string(d.rank));
     }
     if (e.call_site != 0) f.call_site = n.Site(d.rank, e.call_site);
-    f.data["source"] = std::string(ErrorSourceName(e.source));
-    f.data["code"] = e.code;
-    f.data["message"] = e.message;
-    f.data["abort"] = abort;
+    f.facts["source"] = std::string(ErrorSourceName(e.source));
+    f.facts["code"] = e.code;
+    f.facts["message"] = e.message;
+    f.facts["abort"] = abort;
     out->push_back({std::move(f), abort ? 1.0 : 0.0, d.Abs(e.time_ns)});
   }
   for (auto& [signo, ranks] : crashes) {
-    Finding f = Make(FindingKind::kError);
+    Draft f = Make(FindingKind::kError);
     Advice a = AdviceForSignal(signo);
     f.categories = a.categories;
     f.fix = a.fix;
@@ -975,10 +976,10 @@ void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
       f.seq = c.seq;
       if (c.call_site != 0) f.call_site = n.Site(first->rank, c.call_site);
     }
-    f.data["signal"] = SignalName(signo);
-    f.data["signo"] = signo;
-    f.data["states"] = nlohmann::json::array();
-    for (const RankDigest* d : ranks) f.data["states"].push_back(n.DoingJson(d->rank));
+    f.facts["signal"] = SignalName(signo);
+    f.facts["signo"] = signo;
+    f.facts["states"] = nlohmann::json::array();
+    for (const RankDigest* d : ranks) f.facts["states"].push_back(n.DoingJson(d->rank));
     out->push_back({std::move(f), 2, first->Abs(first->signal_ns)});
   }
   // A rank that vanished without a signal, outside any call, while the others
@@ -999,14 +1000,14 @@ void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
       return o.rank != d.rank && o.Abs(o.last_ns) > gone + kWentOnNs;
     });
     if (!others_went_on) continue;
-    Finding f = Make(FindingKind::kError);
+    Draft f = Make(FindingKind::kError);
     f.categories = {"out of memory", "program failure"};
     f.fix = "find what killed the process (SIGKILL leaves no trace in it): the kernel log for the OOM "
             "killer, the launcher's or scheduler's log; fix the memory / core setting or batch size";
     f.ranks = {d.rank};
     f.title = "rank " + std::to_string(d.rank) + " died outside any communication call without a recorded signal";
     f.details.push_back("rank " + std::to_string(d.rank) + ": " + n.Doing(d.rank));
-    f.data["states"] = nlohmann::json::array({n.DoingJson(d.rank)});
+    f.facts["states"] = nlohmann::json::array({n.DoingJson(d.rank)});
     out->push_back({std::move(f), 1, gone});
   }
 }
@@ -1036,7 +1037,7 @@ void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out) {
     const Group& g = *ordered[i];
     const RankDigest& d = *g.ranks.front();
     const NanOrigin& o = *d.nan_origin;
-    Finding f = Make(FindingKind::kNanInf);
+    Draft f = Make(FindingKind::kNanInf);
     for (const RankDigest* r : g.ranks) f.ranks.push_back(r->rank);
     std::sort(f.ranks.begin(), f.ranks.end());
     OpenCall c;
@@ -1058,11 +1059,11 @@ void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out) {
     f.op = d.Api(o.api);
     if (!o.mark.empty()) f.details.push_back("after mark " + o.mark);
     if (o.call_site != 0) f.call_site = n.Site(d.rank, o.call_site);
-    f.data["nan"] = o.nan;
-    f.data["inf"] = o.inf;
-    f.data["mark"] = o.mark;
-    f.data["first"] = i == 0;
-    if (o.peer != kNoPeer) f.data["peer"] = o.peer;
+    f.facts["nan"] = o.nan;
+    f.facts["inf"] = o.inf;
+    f.facts["mark"] = o.mark;
+    f.facts["first"] = i == 0;
+    if (o.peer != kNoPeer) f.facts["peer"] = o.peer;
     out->push_back({std::move(f), i == 0 ? 1.0 : 0.0, g.time});
   }
 }
@@ -1081,13 +1082,13 @@ void CheckDevices(const JobView& job, std::vector<RankedFinding>* out) {
   for (auto& [key, ranks] : users) {
     if (ranks.size() < 2) continue;
     auto& [comm, host, device] = key;
-    Finding f = Make(FindingKind::kDevice);
+    Draft f = Make(FindingKind::kDevice);
     f.comm = n.Comm(comm);
     f.ranks = ranks;
     f.title = Ranks(ranks) + " of " + job.lineage.Name(comm) + " all use device " + std::to_string(device) +
               " on " + host;
-    f.data["host"] = host;
-    f.data["device"] = device;
+    f.facts["host"] = host;
+    f.facts["device"] = device;
     out->push_back({std::move(f), 0, job.start_realtime_ns});
   }
 }
@@ -1110,7 +1111,7 @@ void CheckConfig(const JobView& job, std::vector<RankedFinding>* out) {
       if (!IsPerRankSetting(k)) values["info " + k][v].Add(d.rank);
     }
   }
-  Finding f = Make(FindingKind::kConfig);
+  Draft f = Make(FindingKind::kConfig);
   RankSet odd;
   nlohmann::json differing = nlohmann::json::array();
   for (auto& [key, by_value] : values) {
@@ -1143,7 +1144,7 @@ void CheckConfig(const JobView& job, std::vector<RankedFinding>* out) {
   f.ranks = odd.ToVector();
   f.title = "configuration differs across ranks: " + std::to_string(differing.size()) + " setting" +
             (differing.size() == 1 ? "" : "s") + " (" + Ranks(odd) + " differ from the rest)";
-  f.data["settings"] = differing;
+  f.facts["settings"] = differing;
   out->push_back({std::move(f), 0, job.start_realtime_ns});
 }
 
@@ -1175,18 +1176,18 @@ void CheckStragglers(const JobView& job, std::vector<RankedFinding>* out) {
     for (int64_t x : m) total += x;
     double share = static_cast<double>(total) / static_cast<double>(span);
     if (median < o.straggler_min_margin_ns || share < o.straggler_min_share) continue;
-    Finding f = Make(FindingKind::kStraggler);
+    Draft f = Make(FindingKind::kStraggler);
     f.ranks = {rank};
     char pct[16];
     std::snprintf(pct, sizeof(pct), "%.0f%%", share * 100);
     f.title = "rank " + std::to_string(rank) + " is the last to arrive at " + std::to_string(m.size()) + " of its " +
               std::to_string(n) + " blocking collectives; the others wait for it " + HumanDuration(median) +
               " each (median), " + HumanDuration(total) + " in all (" + pct + " of the run)";
-    f.data["last_arrivals"] = m.size();
-    f.data["collectives"] = n;
-    f.data["median_wait_ns"] = median;
-    f.data["total_wait_ns"] = total;
-    f.data["share"] = share;
+    f.facts["last_arrivals"] = m.size();
+    f.facts["collectives"] = n;
+    f.facts["median_wait_ns"] = median;
+    f.facts["total_wait_ns"] = total;
+    f.facts["share"] = share;
     f.details.push_back("host " + d->header.host);
     out->push_back({std::move(f), share, job.start_realtime_ns});
   }

@@ -19,6 +19,7 @@
 #include "analysis/p2p_ledger.h"
 #include "analysis/rank_digest.h"
 #include "replay/check.h"
+#include "util/json.h"
 
 namespace replay::analysis {
 
@@ -54,9 +55,15 @@ struct Expanded {
 };
 Expanded Expand(const JobView& job, const CollKey& key, const CollSummary& s);
 
+// A finding as the checks build it: its kind-specific facts as a JSON value,
+// printed into Finding::data when the report is assembled.
+struct Draft : Finding {
+  nlohmann::json facts = nlohmann::json::object();
+};
+
 // Findings ordered by kind, then by `score` (higher first), then by time.
 struct RankedFinding {
-  Finding finding;
+  Draft finding;
   double score = 0;
   int64_t time = 0;
 };

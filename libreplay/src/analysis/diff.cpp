@@ -9,7 +9,9 @@
 #include <unordered_map>
 
 #include "analysis/checks.h"
+#include "analysis/diff_json.h"
 #include "replay/event_format.h"
+#include "trace/event_json.h"
 #include "util/hash.h"
 
 namespace replay {
@@ -122,7 +124,7 @@ class RankSide {
   std::map<uint32_t, std::vector<const Event*>> threads_;
 };
 
-DiffEvent View(const Event& e, const RankHeader& h) { return {e.index, e.time_ns, FormatEvent(e, h), EventToJson(e, h)}; }
+DiffEvent View(const Event& e, const RankHeader& h) { return {e.index, e.time_ns, FormatEvent(e, h), EventJson(e, h)}; }
 
 // JSON fields that differ, besides those that always do.
 std::vector<std::string> DifferingFields(const nlohmann::json& a, const nlohmann::json& b) {
@@ -337,7 +339,7 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
 }
 
 nlohmann::json DiffReportToJson(const DiffReport& r) {
-  auto ev = [](const DiffEvent& e) { return e.json; };
+  auto ev = [](const DiffEvent& e) { return nlohmann::json::parse(e.json, nullptr, false); };
   nlohmann::json j;
   j["a"] = r.trace_a;
   j["b"] = r.trace_b;
@@ -369,6 +371,10 @@ nlohmann::json DiffReportToJson(const DiffReport& r) {
   j["settings"] = r.settings;
   j["notes"] = r.notes;
   return j;
+}
+
+std::string DiffReportJson(const DiffReport& report, int indent) {
+  return JsonText(DiffReportToJson(report), indent);
 }
 
 }  // namespace replay

@@ -21,6 +21,7 @@
 #include <memory>
 #include <set>
 
+#include "analysis/check_json.h"
 #include "bundle/redact.h"
 #include "replay/check.h"
 #include "replay/event_format.h"
@@ -532,7 +533,7 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
   s.ranks = included.size();
   s.redacted = redactor.secrets();
   s.findings = findings;
-  s.header = std::move(h);
+  s.header = std::move(header);
   return s;
 }
 
@@ -582,7 +583,7 @@ class Reader {
     return Status::Corruption(path_ + " is damaged near byte " + std::to_string(pos_) + ": " + why);
   }
 
-  Result<nlohmann::json> Header() {
+  Result<std::string> Header() {
     Preamble p{};
     size_t got = std::fread(&p, 1, sizeof(p), f_);
     if (got < sizeof(kMagic) || std::memcmp(p.magic, kMagic, sizeof(kMagic)) != 0) {
@@ -601,7 +602,7 @@ class Reader {
     if (Hash64(text.data(), text.size()) != p.header_checksum) return Damaged("its header fails its checksum");
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Damaged("its header is not a JSON object");
-    return j;
+    return text;
   }
 
   uint64_t pos() const { return pos_; }
@@ -644,7 +645,7 @@ class Reader {
 
 }  // namespace
 
-Result<nlohmann::json> ReadBundleHeader(const std::string& path) {
+Result<std::string> ReadBundleHeader(const std::string& path) {
   Reader r(path);
   REPLAY_RETURN_IF_ERROR(r.Open());
   return r.Header();

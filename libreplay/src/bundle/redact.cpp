@@ -1,4 +1,5 @@
 #include "bundle/redact.h"
+#include "util/json.h"
 
 #include <algorithm>
 #include <cctype>

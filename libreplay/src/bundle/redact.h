@@ -18,12 +18,12 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "replay/trace_header.h"
+#include "util/json.h"
 
 namespace replay::bundle {
 

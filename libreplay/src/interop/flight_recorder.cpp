@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cstring>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "interop/pickle.h"
@@ -19,6 +18,7 @@
 #include "replay/event_format.h"
 #include "util/file_system.h"
 #include "util/hash.h"
+#include "util/json.h"
 #include "util/mapped_file.h"
 
 namespace replay {

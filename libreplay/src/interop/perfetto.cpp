@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "interop/timeline.h"
 #include "replay/event_format.h"
 #include "replay/version.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "replay/event_format.h"
+#include "util/json.h"
 
 namespace replay::interop {
 namespace {

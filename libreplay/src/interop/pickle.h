@@ -19,12 +19,12 @@
 // Stateless functions; thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
 
 #include "replay/status.h"
+#include "util/json.h"
 
 namespace replay::interop {
 

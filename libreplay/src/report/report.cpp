@@ -13,6 +13,7 @@
 #include "interop/timeline.h"
 #include "replay/event_format.h"
 #include "replay/version.h"
+#include "util/json.h"
 
 namespace replay {
 namespace {
@@ -491,8 +492,9 @@ class HtmlPage {
     bool any = false;
     for (const Finding& f : report_.findings) {
       if (f.kind != FindingKind::kConfig) continue;
-      auto settings = f.data.find("settings");
-      if (settings == f.data.end() || !settings->is_array()) continue;
+      nlohmann::json data = ParseJsonObject(f.data);
+      auto settings = data.find("settings");
+      if (settings == data.end() || !settings->is_array()) continue;
       if (!any) out_ << "<table><thead><tr><th>source</th><th>setting</th><th>value</th><th>ranks</th></tr></thead><tbody>\n";
       any = true;
       for (const auto& s : *settings) {
@@ -597,8 +599,9 @@ std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& re
   bool any = false;
   for (const Finding& f : report.findings) {
     if (f.kind != FindingKind::kConfig) continue;
-    auto settings = f.data.find("settings");
-    if (settings == f.data.end() || !settings->is_array()) continue;
+    nlohmann::json data = ParseJsonObject(f.data);
+    auto settings = data.find("settings");
+    if (settings == data.end() || !settings->is_array()) continue;
     if (!any) md << "Configuration that differs across ranks:\n\n| setting | value | ranks |\n|---|---|---|\n";
     any = true;
     for (const auto& s : *settings) {

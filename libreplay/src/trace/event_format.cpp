@@ -1,5 +1,8 @@
 #include "replay/event_format.h"
 
+#include "trace/event_json.h"
+#include "util/json.h"
+
 #include <cinttypes>
 #include <cstring>
 #include <cstdio>
@@ -45,10 +48,6 @@ std::string HumanDuration(int64_t ns) {
     std::snprintf(buf, sizeof(buf), "%s%.0f ns", sign, v);
   }
   return buf;
-}
-
-std::string JsonText(const nlohmann::json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string SignalName(int signo) {
@@ -554,5 +553,7 @@ nlohmann::json EventToJson(const Event& e, const RankHeader& h) {
   }
   return j;
 }
+
+std::string EventJson(const Event& e, const RankHeader& h) { return JsonText(EventToJson(e, h)); }
 
 }  // namespace replay
