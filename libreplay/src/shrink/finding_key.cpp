@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/json.h"
+
 namespace replay::shrink {
 namespace {
 
@@ -66,19 +68,20 @@ FindingKey KeyOf(const Finding& f, const std::vector<int32_t>& origin) {
   k.op = f.op;
   if (f.comm) k.comm = PlainCommName(f.comm->name);
   for (int32_t r : f.ranks) k.ranks.insert(Origin(origin, r));
-  k.stuck = RankSet(f.data.value("stuck", nlohmann::json::array()), origin);
-  if (f.kind == FindingKind::kMismatch) k.field = Text(f.data, "field");
+  const nlohmann::json data = ParseJsonObject(f.data);
+  k.stuck = RankSet(data.value("stuck", nlohmann::json::array()), origin);
+  if (f.kind == FindingKind::kMismatch) k.field = Text(data, "field");
   if (f.kind == FindingKind::kError) {
-    if (!Text(f.data, "signal").empty()) {
-      k.error = "signal " + Text(f.data, "signal");
-    } else if (f.data.value("abort", false)) {
+    if (!Text(data, "signal").empty()) {
+      k.error = "signal " + Text(data, "signal");
+    } else if (data.value("abort", false)) {
       k.error = "abort";
     } else {
-      k.error = Text(f.data, "source") + " " + std::to_string(f.data.value("code", 0));
+      k.error = Text(data, "source") + " " + std::to_string(data.value("code", 0));
     }
   }
   if (f.kind == FindingKind::kMissingRanks) {
-    for (const auto& m : f.data.value("missing", nlohmann::json::array())) {
+    for (const auto& m : data.value("missing", nlohmann::json::array())) {
       if (!m.is_object() || !m.contains("rank") || !m["rank"].is_number_integer()) continue;
       const int32_t r = Origin(origin, m["rank"].get<int64_t>());
       auto b = m.find("blocked_in");
