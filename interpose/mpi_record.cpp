@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "mpi_buffers.h"
+#include "replay/op_shape.h"
 #include "replay/session.h"
 #include "util/hash.h"
 
@@ -763,223 +764,65 @@ void Call::DoEnter() {
 }
 
 void Call::EnterCollective() {
-  const bool in_place = sbuf == MPI_IN_PLACE;
-  const int size = cs_ != nullptr ? cs_->size : 0;
-  const int rank = cs_ != nullptr ? cs_->rank : -1;
+  const OpShape shape = ShapeOf(kind_);
   const bool inter = cs_ != nullptr && cs_->remote_size > 0;
-  const int peers = inter ? cs_->remote_size : size;
-  // Rooted collectives: on an intercommunicator the root group passes MPI_ROOT.
-  const bool is_root = inter ? root == MPI_ROOT : root == rank;
+  OpArgs a;
+  a.kind = kind_;
+  a.size = cs_ != nullptr ? cs_->size : 0;
+  a.peers = inter ? cs_->remote_size : a.size;
+  a.rank = cs_ != nullptr ? cs_->rank : -1;
+  if (shape.neighbors) NeighborCounts(comm, a.rank, &a.in_peers, &a.out_peers);
+  // Rooted collectives: on an intercommunicator the root passes MPI_ROOT and
+  // the rest of its group MPI_PROC_NULL.
+  a.is_root = inter ? root == MPI_ROOT : root == a.rank;
+  a.in_root_group = inter && (root == MPI_ROOT || root == MPI_PROC_NULL);
+  // In place: the send buffer is MPI_IN_PLACE, or, at the root of a scatter,
+  // the receive buffer.
+  a.in_place = sbuf == MPI_IN_PLACE || (shape.in_place == InPlace::kRootKeepsBlock && rbuf == MPI_IN_PLACE);
+  a.send_count = scount;
+  a.recv_count = rcount;
+  a.send_counts = scounts;
+  a.recv_counts = rcounts;
+  a.send_displs = sdispls_aint != nullptr ? IntList(sdispls_aint) : IntList(sdispls);
+  a.recv_displs = rdispls_aint != nullptr ? IntList(rdispls_aint) : IntList(rdispls);
   if (cs_ != nullptr) op_.seq = cs_->NextCollective();
   if (req != nullptr) {
     op_.request = ctx_.requests->NextId();
     op_.flags |= op_flags::kNonBlocking;
   }
-  if (in_place) op_.flags |= op_flags::kInPlace;
+  if (a.in_place) op_.flags |= op_flags::kInPlace;
   op_.redop = OpOf(op);
   op_.send_buf = reinterpret_cast<uint64_t>(sbuf);
   op_.recv_buf = reinterpret_cast<uint64_t>(rbuf);
 
+  // The pieces of memory each side covers; all-to-all-w has a datatype per
+  // peer and displacements in bytes.
   Region send, recv;
-  int64_t send_count = 0;
-  MPI_Datatype send_type = stype;
-  auto sum = [](const int* counts, int n) {
-    int64_t s = 0;
-    for (int i = 0; counts != nullptr && i < n; ++i) s += counts[i];
-    return s;
-  };
-  auto list = [&](const int* counts, int n) {
-    for (int i = 0; counts != nullptr && i < n; ++i) t_list.push_back(counts[i]);
-  };
-  auto type_of = [](MPI_Datatype t) -> const TypeInfo& { return Types().Get(t); };
-
-  switch (kind_) {
-    case OpKind::kBarrier:
-      break;
-    case OpKind::kBcast:
-      send_count = scount;
-      if (inter ? root == MPI_ROOT : is_root) {
-        send.Add(sbuf, scount, stype);
-      } else if (!(inter && root == MPI_PROC_NULL)) {
-        recv.Add(rbuf, rcount, rtype);
-      }
-      break;
-    case OpKind::kReduce:
-      send_count = scount;
-      send.Add(in_place ? rbuf : sbuf, scount, stype);
-      if (is_root) recv.Add(rbuf, rcount, rtype);
-      break;
-    case OpKind::kAllreduce:
-    case OpKind::kScan:
-    case OpKind::kExscan:
-      send_count = scount;
-      send.Add(in_place ? rbuf : sbuf, scount, stype);
-      recv.Add(rbuf, rcount, rtype);
-      break;
-    case OpKind::kGather:
-      if (in_place && is_root) {
-        send.Add(Offset(rbuf, static_cast<int64_t>(rank) * rcount, type_of(rtype)), rcount, rtype);
-        send_count = rcount;
-        send_type = rtype;
-      } else {
-        send.Add(sbuf, scount, stype);
-        send_count = scount;
-      }
-      if (is_root) recv.Add(rbuf, static_cast<int64_t>(rcount) * peers, rtype);
-      if (is_root) op_.recv_count = rcount;
-      break;
-    case OpKind::kGatherv:
-      if (in_place && is_root && rcounts != nullptr && rdispls != nullptr) {
-        send.Add(Offset(rbuf, rdispls[rank], type_of(rtype)), rcounts[rank], rtype);
-        send_count = rcounts[rank];
-        send_type = rtype;
-      } else {
-        send.Add(sbuf, scount, stype);
-        send_count = scount;
-      }
-      if (is_root && rcounts != nullptr && rdispls != nullptr) {
-        for (int i = 0; i < peers; ++i) recv.Add(Offset(rbuf, rdispls[i], type_of(rtype)), rcounts[i], rtype);
-        list(rcounts, peers);
-      }
-      break;
-    case OpKind::kAllgather:
-      if (in_place) {
-        send.Add(Offset(rbuf, static_cast<int64_t>(rank) * rcount, type_of(rtype)), rcount, rtype);
-        send_count = rcount;
-        send_type = rtype;
-      } else {
-        send.Add(sbuf, scount, stype);
-        send_count = scount;
-      }
-      recv.Add(rbuf, static_cast<int64_t>(rcount) * peers, rtype);
-      op_.recv_count = rcount;
-      break;
-    case OpKind::kAllgatherv:
-      if (in_place && rcounts != nullptr && rdispls != nullptr && rank >= 0) {
-        send.Add(Offset(rbuf, rdispls[rank], type_of(rtype)), rcounts[rank], rtype);
-        send_count = rcounts[rank];
-        send_type = rtype;
-      } else {
-        send.Add(sbuf, scount, stype);
-        send_count = scount;
-      }
-      if (rcounts != nullptr && rdispls != nullptr) {
-        for (int i = 0; i < peers; ++i) recv.Add(Offset(rbuf, rdispls[i], type_of(rtype)), rcounts[i], rtype);
-      }
-      list(rcounts, peers);
-      break;
-    case OpKind::kScatter:
-      if (is_root) {
-        send.Add(sbuf, static_cast<int64_t>(scount) * peers, stype);
-        send_count = static_cast<int64_t>(scount) * peers;
-      }
-      if (!(in_place && is_root) && !(inter && (root == MPI_ROOT || root == MPI_PROC_NULL))) {
-        recv.Add(rbuf, rcount, rtype);
-      }
-      op_.recv_count = rcount;
-      break;
-    case OpKind::kScatterv:
-      if (is_root && scounts != nullptr && sdispls != nullptr) {
-        for (int i = 0; i < peers; ++i) send.Add(Offset(sbuf, sdispls[i], type_of(stype)), scounts[i], stype);
-        send_count = sum(scounts, peers);
-        list(scounts, peers);
-      }
-      if (!(in_place && is_root) && !(inter && (root == MPI_ROOT || root == MPI_PROC_NULL))) {
-        recv.Add(rbuf, rcount, rtype);
-      }
-      op_.recv_count = rcount;
-      break;
-    case OpKind::kAlltoall:
-      if (in_place) {
-        send.Add(rbuf, static_cast<int64_t>(rcount) * peers, rtype);
-        send_count = static_cast<int64_t>(rcount) * peers;
-        send_type = rtype;
-      } else {
-        send.Add(sbuf, static_cast<int64_t>(scount) * peers, stype);
-        send_count = static_cast<int64_t>(scount) * peers;
-      }
-      recv.Add(rbuf, static_cast<int64_t>(rcount) * peers, rtype);
-      op_.recv_count = rcount;
-      break;
-    case OpKind::kAlltoallv:
-    case OpKind::kNeighborAlltoallv: {
-      int out = peers, in = peers;
-      if (kind_ == OpKind::kNeighborAlltoallv) NeighborCounts(comm, rank, &in, &out);
-      const int* sc = in_place ? rcounts : scounts;
-      const int* sd = in_place ? rdispls : sdispls;
-      MPI_Datatype st = in_place ? rtype : stype;
-      const void* sb = in_place ? rbuf : sbuf;
-      send_type = st;
-      for (int i = 0; sc != nullptr && sd != nullptr && i < out; ++i) send.Add(Offset(sb, sd[i], type_of(st)), sc[i], st);
-      for (int i = 0; rcounts != nullptr && rdispls != nullptr && i < in; ++i) {
-        recv.Add(Offset(rbuf, rdispls[i], type_of(rtype)), rcounts[i], rtype);
-      }
-      send_count = sum(sc, out);
-      list(sc, out);
-      list(rcounts, in);
-      break;
+  int64_t sent = 0;
+  bool sent_from_recv = false;
+  ForEachBlock(a, [&](const Block& b) {
+    const bool in_recv = b.buffer == Side::kRecv;
+    if (b.side == Side::kSend) {
+      sent += b.count;
+      sent_from_recv = in_recv;
     }
-    case OpKind::kAlltoallw:
-    case OpKind::kNeighborAlltoallw: {
-      int out = peers, in = peers;
-      if (kind_ == OpKind::kNeighborAlltoallw) NeighborCounts(comm, rank, &in, &out);
-      auto sdisp = [&](int i) -> int64_t { return sdispls_aint ? sdispls_aint[i] : sdispls[i]; };
-      auto rdisp = [&](int i) -> int64_t { return rdispls_aint ? rdispls_aint[i] : rdispls[i]; };
-      bool have_s = !in_place && scounts != nullptr && stypes != nullptr && (sdispls || sdispls_aint);
-      bool have_r = rcounts != nullptr && rtypes != nullptr && (rdispls || rdispls_aint);
-      for (int i = 0; have_s && i < out; ++i) {
-        send.Add(static_cast<const char*>(sbuf) + sdisp(i), scounts[i], stypes[i]);
-      }
-      for (int i = 0; have_r && i < in; ++i) {
-        recv.Add(static_cast<const char*>(rbuf) + rdisp(i), rcounts[i], rtypes[i]);
-      }
-      if (in_place) send = recv;
-      send_count = sum(in_place ? rcounts : scounts, out);
-      send_type = nullptr;
-      list(in_place ? rcounts : scounts, out);
-      list(rcounts, in);
-      break;
+    MPI_Datatype t = in_recv ? rtype : stype;
+    const char* at = static_cast<const char*>(in_recv ? rbuf : sbuf);
+    if (shape.byte_offsets) {
+      const MPI_Datatype* types = in_recv ? rtypes : stypes;
+      if (types == nullptr) return;
+      t = types[b.peer];
+      at += b.offset;
+    } else if (b.offset != 0) {
+      at = Offset(at, b.offset, Types().Get(t));
     }
-    case OpKind::kReduceScatter: {
-      int64_t total = sum(rcounts, size);
-      send.Add(in_place ? rbuf : sbuf, total, stype);
-      send_count = total;
-      if (rcounts != nullptr && rank >= 0) recv.Add(rbuf, rcounts[rank], rtype);
-      list(rcounts, size);
-      break;
-    }
-    case OpKind::kReduceScatterBlock:
-      send.Add(in_place ? rbuf : sbuf, static_cast<int64_t>(rcount) * size, stype);
-      send_count = static_cast<int64_t>(rcount) * size;
-      recv.Add(rbuf, rcount, rtype);
-      break;
-    case OpKind::kNeighborAllgather:
-    case OpKind::kNeighborAlltoall: {
-      int in = 0, out = 0;
-      NeighborCounts(comm, rank, &in, &out);
-      int64_t sends = kind_ == OpKind::kNeighborAllgather ? scount : static_cast<int64_t>(scount) * out;
-      send.Add(sbuf, sends, stype);
-      send_count = sends;
-      recv.Add(rbuf, static_cast<int64_t>(rcount) * in, rtype);
-      op_.recv_count = rcount;
-      break;
-    }
-    case OpKind::kNeighborAllgatherv: {
-      int in = 0, out = 0;
-      NeighborCounts(comm, rank, &in, &out);
-      send.Add(sbuf, scount, stype);
-      send_count = scount;
-      for (int i = 0; rcounts != nullptr && rdispls != nullptr && i < in; ++i) {
-        recv.Add(Offset(rbuf, rdispls[i], type_of(rtype)), rcounts[i], rtype);
-      }
-      list(rcounts, in);
-      break;
-    }
-    default:
-      break;
-  }
+    (b.side == Side::kSend ? send : recv).Add(at, b.count, t);
+  });
+  ForEachListedCount(a, [&](int64_t count) { t_list.push_back(count); });
+  MPI_Datatype send_type = shape.byte_offsets ? nullptr : sent_from_recv ? rtype : stype;
+  const int64_t send_count = shape.count_is_call ? scount : sent;
   if (send_type != nullptr) {
-    const TypeInfo& ti = type_of(send_type);
+    const TypeInfo& ti = Types().Get(send_type);
     op_.dtype = ti.dt;
     op_.dtype_size = ti.size;
     op_.dtype_sig = ti.sig;
@@ -988,8 +831,11 @@ void Call::EnterCollective() {
     op_.dtype = DataType::kDerived;
   }
   op_.count = send_count;
+  if (shape.recv_count == RecvCount::kKept || (shape.recv_count == RecvCount::kKeptAtRoot && a.is_root)) {
+    op_.recv_count = rcount;
+  }
   if (rtype != nullptr && rtype != send_type) {
-    const TypeInfo& ri = type_of(rtype);
+    const TypeInfo& ri = Types().Get(rtype);
     op_.recv_dtype = ri.dt;
     op_.recv_dtype_size = ri.size;
   }

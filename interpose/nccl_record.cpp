@@ -16,6 +16,7 @@
 #include "log.h"
 #include "record/fingerprint.h"
 #include "replay/event_format.h"
+#include "replay/op_shape.h"
 #include "replay/session.h"
 #include "util/hash.h"
 
@@ -385,12 +386,7 @@ void Call::DoEnter() {
         if (cs_ != nullptr) op_.peer_seq = kind_ == OpKind::kSend ? cs_->NextSend(peer) : cs_->NextRecv(peer);
       }
       // What this rank sends, in elements: the collective's input.
-      const int n = cs_ != nullptr ? cs_->size : 1;
-      size_t send_elems = count;
-      if (kind_ == OpKind::kReduceScatterBlock || kind_ == OpKind::kAlltoall) send_elems = count * static_cast<size_t>(n);
-      if (kind_ == OpKind::kScatter) send_elems = cs_ != nullptr && cs_->rank == root ? count * static_cast<size_t>(n) : 0;
-      if (kind_ == OpKind::kBcast) send_elems = cs_ != nullptr && cs_->rank == root ? count : 0;
-      if (kind_ == OpKind::kRecv) send_elems = 0;
+      const size_t send_elems = static_cast<size_t>(Totals(Args()).send);
       op_.bytes = send_elems * esize;
       if (device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
         // Enqueued ahead of the operation on its stream: a kernel that
@@ -458,34 +454,19 @@ void Call::AppendError(ncclResult_t rc, uint64_t comm_id) {
   rec_->Append(EventKind::kError, e, call_site_, {}, std::string(ApiName(api_)) + ": " + ErrorString(rc));
 }
 
+OpArgs Call::Args() const {
+  OpArgs a;
+  a.kind = kind_;
+  a.size = a.peers = cs_ != nullptr ? cs_->size : 1;
+  a.rank = cs_ != nullptr ? cs_->rank : -1;
+  a.is_root = ShapeOf(kind_).rooted && cs_ != nullptr && cs_->rank == root;
+  a.root_copies = true;  // NCCL's root has a receive buffer of its own
+  a.send_count = a.recv_count = static_cast<int64_t>(count);
+  return a;
+}
+
 void Call::Enqueued() {
-  size_t bytes = 0;
-  const size_t esize = SizeOf(datatype);
-  const int n = cs_ != nullptr ? cs_->size : 1;
-  const int me = cs_ != nullptr ? cs_->rank : 0;
-  switch (kind_) {
-    case OpKind::kAllreduce:
-    case OpKind::kBcast:
-    case OpKind::kRecv:
-    case OpKind::kReduceScatterBlock:
-      bytes = count * esize;
-      break;
-    case OpKind::kReduce:
-      bytes = me == root ? count * esize : 0;
-      break;
-    case OpKind::kAllgather:
-    case OpKind::kAlltoall:
-      bytes = count * esize * static_cast<size_t>(n);
-      break;
-    case OpKind::kGather:
-      bytes = me == root ? count * esize * static_cast<size_t>(n) : 0;
-      break;
-    case OpKind::kScatter:
-      bytes = count * esize;
-      break;
-    default:
-      bytes = 0;
-  }
+  const size_t bytes = static_cast<size_t>(Totals(Args()).recv) * SizeOf(datatype);
   const bool recv = kind_ == OpKind::kRecv;
   Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
             recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,

@@ -26,6 +26,7 @@
 #include "api.h"
 #include "guard.h"
 #include "record/recorder.h"
+#include "replay/op_shape.h"
 #include "replay/oracle.h"
 
 namespace replay::interpose::cuda {
@@ -93,6 +94,8 @@ class Call {
   void AppendError(ncclResult_t rc, uint64_t comm_id);
   // The recv side of the call, to fingerprint (and store) at completion.
   void Enqueued();
+  // The call's arguments, for the elements it sends and receives (op_shape.h).
+  OpArgs Args() const;
 
   ApiId api_;
   OpKind kind_;

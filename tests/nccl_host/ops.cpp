@@ -14,13 +14,16 @@
 
 #include "nccl_host.h"
 #include "reduce.h"
+#include "replay/op_shape.h"
 
 namespace nccl_host {
 namespace {
 
 constexpr int kP2pTag = 0;
 
-enum class Kind { kAllReduce, kReduce, kBroadcast, kReduceScatter, kAllGather, kAlltoAll, kGather, kScatter, kSend, kRecv };
+// The operations, in the trace's terms: what each sends and receives is
+// replay/op_shape.h's.
+using Kind = replay::OpKind;
 
 struct Call {
   Kind kind;
@@ -51,40 +54,27 @@ Group& ThreadGroup() {
 }
 
 bool Reduces(Kind k) {
-  return k == Kind::kAllReduce || k == Kind::kReduce || k == Kind::kReduceScatter;
+  return k == Kind::kAllreduce || k == Kind::kReduce || k == Kind::kReduceScatterBlock;
 }
-bool Rooted(Kind k) {
-  return k == Kind::kReduce || k == Kind::kBroadcast || k == Kind::kGather || k == Kind::kScatter;
-}
+bool Rooted(Kind k) { return replay::ShapeOf(k).rooted; }
 
 // How many `count`-element blocks the largest buffer of a call holds.
-size_t Blocks(const Call& c) {
-  switch (c.kind) {
-    case Kind::kReduceScatter:
-    case Kind::kAllGather:
-    case Kind::kAlltoAll:
-    case Kind::kGather:
-    case Kind::kScatter: return static_cast<size_t>(c.comm->size);
-    default: return 1;
-  }
-}
+size_t Blocks(const Call& c) { return static_cast<size_t>(replay::MaxBlocks(c.kind, c.comm->size)); }
 
-bool SendRead(const Call& c) {
-  switch (c.kind) {
-    case Kind::kRecv: return false;
-    case Kind::kBroadcast:
-    case Kind::kScatter: return c.comm->rank == c.root;
-    default: return true;
-  }
+// This rank's side of a call; the root of a broadcast receives into a buffer
+// of its own.
+replay::OpArgs Args(const Call& c) {
+  replay::OpArgs a;
+  a.kind = c.kind;
+  a.size = a.peers = c.comm->size;
+  a.rank = c.comm->rank;
+  a.is_root = Rooted(c.kind) && c.comm->rank == c.root;
+  a.root_copies = true;
+  a.send_count = a.recv_count = static_cast<int64_t>(c.count);
+  return a;
 }
-bool RecvWritten(const Call& c) {
-  switch (c.kind) {
-    case Kind::kSend: return false;
-    case Kind::kReduce:
-    case Kind::kGather: return c.comm->rank == c.root;
-    default: return true;
-  }
-}
+bool SendRead(const Call& c) { return replay::Sends(replay::ShapeOf(c.kind), Args(c)); }
+bool RecvWritten(const Call& c) { return replay::Receives(replay::ShapeOf(c.kind), Args(c)); }
 
 ncclResult_t Check(const Call& c) {
   if (ncclResult_t r = CheckComm(c.comm, c.name); r != ncclSuccess) return r;
@@ -155,10 +145,10 @@ int Post(Call& c, MPI_Request* request) {
       return PMPI_Isend(c.send, bytes, MPI_BYTE, c.root, kP2pTag, mpi, request);
     case Kind::kRecv:
       return PMPI_Irecv(c.recv, bytes, MPI_BYTE, c.root, kP2pTag, mpi, request);
-    case Kind::kBroadcast:
+    case Kind::kBcast:
       if (me == c.root && c.send != c.recv && block > 0) std::memmove(c.recv, c.send, block);
       return PMPI_Ibcast(c.recv, bytes, MPI_BYTE, c.root, mpi, request);
-    case Kind::kAllGather: {
+    case Kind::kAllgather: {
       const void* in = c.send;
       if (c.send == recv + static_cast<size_t>(me) * block) {
         in = MPI_IN_PLACE;
@@ -167,7 +157,7 @@ int Post(Call& c, MPI_Request* request) {
       }
       return PMPI_Iallgather(in, bytes, MPI_BYTE, c.recv, bytes, MPI_BYTE, mpi, request);
     }
-    case Kind::kAlltoAll: {
+    case Kind::kAlltoall: {
       const size_t total = block * static_cast<size_t>(n);
       const void* in = Overlap(c.send, total, c.recv, total) ? CopyToScratch(c, c.send, total) : c.send;
       return PMPI_Ialltoall(in, bytes, MPI_BYTE, c.recv, bytes, MPI_BYTE, mpi, request);
@@ -196,7 +186,7 @@ int Post(Call& c, MPI_Request* request) {
       }
       return PMPI_Iscatter(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, c.root, mpi, request);
     }
-    case Kind::kAllReduce: {
+    case Kind::kAllreduce: {
       const void* in = ReductionInput(c, c.count, true, block);
       return PMPI_Iallreduce(in, c.recv, count, red.type, red.op, mpi, request);
     }
@@ -204,10 +194,12 @@ int Post(Call& c, MPI_Request* request) {
       const void* in = ReductionInput(c, c.count, me == c.root, me == c.root ? block : 0);
       return PMPI_Ireduce(in, c.recv, count, red.type, red.op, c.root, mpi, request);
     }
-    case Kind::kReduceScatter: {
+    case Kind::kReduceScatterBlock: {
       const void* in = ReductionInput(c, c.count * static_cast<size_t>(n), false, block);
       return PMPI_Ireduce_scatter_block(in, c.recv, count, red.type, red.op, mpi, request);
     }
+    default:
+      break;
   }
   return MPI_ERR_OTHER;
 }
@@ -291,7 +283,7 @@ using nccl_host::Submit;
 NCCL_HOST_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return Submit({Kind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, "ncclAllReduce", {}, {}});
+  return Submit({Kind::kAllreduce, sendbuff, recvbuff, count, datatype, op, 0, comm, "ncclAllReduce", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -303,32 +295,32 @@ NCCL_HOST_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, si
 NCCL_HOST_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return Submit({Kind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclBroadcast", {}, {}});
+  return Submit({Kind::kBcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclBroadcast", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream) {
   (void)stream;
-  return Submit({Kind::kBroadcast, buff, buff, count, datatype, ncclSum, root, comm, "ncclBcast", {}, {}});
+  return Submit({Kind::kBcast, buff, buff, count, datatype, ncclSum, root, comm, "ncclBcast", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
   return Submit(
-      {Kind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, "ncclReduceScatter", {}, {}});
+      {Kind::kReduceScatterBlock, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, "ncclReduceScatter", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return Submit({Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, "ncclAllGather", {}, {}});
+  return Submit({Kind::kAllgather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, "ncclAllGather", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return Submit({Kind::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, "ncclAlltoAll", {}, {}});
+  return Submit({Kind::kAlltoall, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, "ncclAlltoAll", {}, {}});
 }
 
 NCCL_HOST_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

@@ -45,6 +45,7 @@
 
 #include "nccl_backend.h"
 #include "replay/event.h"
+#include "replay/op_shape.h"
 #include "replay/trace_reader.h"
 
 namespace replay::drive {
@@ -360,24 +361,6 @@ void Driver::CreateGpuComm(const Event& op, const Event* created, MPI_Comm membe
   if (!st.ok()) GpuError(api + ": " + st.message());
 }
 
-bool IsNcclOperation(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllreduce:
-    case OpKind::kBcast:
-    case OpKind::kReduce:
-    case OpKind::kAllgather:
-    case OpKind::kReduceScatterBlock:
-    case OpKind::kAlltoall:
-    case OpKind::kGather:
-    case OpKind::kScatter:
-    case OpKind::kSend:
-    case OpKind::kRecv:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One NCCL collective or message, enqueued on its communicator's stream and,
 // outside a group, waited for at once.
 void Driver::GpuOperation(const Event& e) {
@@ -486,151 +469,112 @@ void Driver::Collective(const Event& e, bool has_ret) {
   int csize = 0, crank = 0;
   MPI_Comm_size(comm, &csize);
   MPI_Comm_rank(comm, &crank);
-  const size_t esize = std::max<uint32_t>(op.dtype_size, 1);
   MPI_Datatype type = TypeOf(op.dtype, op.dtype_size);
-  size_t tsize = 1;
-  {
-    int s = 1;
-    MPI_Type_size(type, &s);
-    tsize = static_cast<size_t>(s);
-  }
+  int tsize = 1;
+  MPI_Type_size(type, &tsize);
   // Derived or unknown types travel as bytes.
-  int64_t count = op.count;
-  if (type == MPI_BYTE && esize > 1) count *= static_cast<int64_t>(esize);
-  const size_t unit = type == MPI_BYTE ? 1 : tsize;
+  const int64_t scale = type == MPI_BYTE ? std::max<uint32_t>(op.dtype_size, 1) : 1;
+  const size_t unit = type == MPI_BYTE ? 1 : static_cast<size_t>(tsize);
   const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
   auto p = std::make_unique<Pending>();
   MPI_Request* req = nonblocking ? &p->request : nullptr;
   MPI_Op redop = OpOf(op.redop);
-  const int n = csize;
-  auto list_counts = [&](size_t from, std::vector<int>* counts, std::vector<int>* displs) {
-    counts->assign(static_cast<size_t>(n), 0);
-    displs->assign(static_cast<size_t>(n), 0);
+  // The call's arguments from what the trace keeps (op_shape.h), its listed
+  // counts laid out one after the other; buffers as large as they cover.
+  OpArgs a = RecordedArgs(op, e.list, csize, crank);
+  a.send_count *= scale;
+  a.recv_count *= scale;
+  auto lay = [&](IntList counts, std::vector<int>* c, std::vector<int>* d) {
+    c->assign(static_cast<size_t>(csize), 0);
+    d->assign(static_cast<size_t>(csize), 0);
     int disp = 0;
-    for (int k = 0; k < n && from + static_cast<size_t>(k) < e.list.size(); ++k) {
-      (*counts)[static_cast<size_t>(k)] = static_cast<int>(e.list[from + static_cast<size_t>(k)]);
-      (*displs)[static_cast<size_t>(k)] = disp;
-      disp += (*counts)[static_cast<size_t>(k)];
+    for (int k = 0; counts && k < csize; ++k) {
+      (*c)[static_cast<size_t>(k)] = static_cast<int>(counts[k] * scale);
+      (*d)[static_cast<size_t>(k)] = disp;
+      disp += (*c)[static_cast<size_t>(k)];
     }
-    return static_cast<size_t>(disp);
   };
+  lay(a.send_counts, &p->counts_a, &p->displs_a);
+  lay(a.recv_counts, &p->counts_b, &p->displs_b);
+  a.send_counts = p->counts_a.data();
+  a.send_displs = p->displs_a.data();
+  a.recv_counts = p->counts_b.data();
+  a.recv_displs = p->displs_b.data();
+  const OpTotals total = Totals(a);
+  // A broadcast has one buffer, the root's to send and the others' to receive into.
+  const int64_t send_elems = op.kind == OpKind::kBcast ? std::max(total.send, total.recv) : total.send;
+  p->send = Synthetic(static_cast<size_t>(std::max<int64_t>(send_elems, 1)) * unit);
+  p->recv.resize(static_cast<size_t>(std::max<int64_t>(total.recv, 1)) * unit);
+  void* sb = p->send.data();
+  void* rb = p->recv.data();
+  const int sc = static_cast<int>(std::max<int64_t>(a.send_count, 0));
+  const int rc_ = static_cast<int>(std::max<int64_t>(a.recv_count, 0));
+  const int* scs = p->counts_a.data();
+  const int* sds = p->displs_a.data();
+  const int* rcs = p->counts_b.data();
+  const int* rds = p->displs_b.data();
   int rc = MPI_SUCCESS;
-  int c = static_cast<int>(std::max<int64_t>(count, 0));
-  int rcount = static_cast<int>(op.recv_count > 0 ? op.recv_count : count);
   switch (op.kind) {
     case OpKind::kBarrier:
       rc = nonblocking ? MPI_Ibarrier(comm, req) : MPI_Barrier(comm);
       break;
     case OpKind::kBcast:
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      rc = nonblocking ? MPI_Ibcast(p->send.data(), c, type, op.root, comm, req)
-                       : MPI_Bcast(p->send.data(), c, type, op.root, comm);
+      rc = nonblocking ? MPI_Ibcast(sb, sc, type, op.root, comm, req) : MPI_Bcast(sb, sc, type, op.root, comm);
       break;
     case OpKind::kReduce:
+      rc = nonblocking ? MPI_Ireduce(sb, rb, sc, type, redop, op.root, comm, req)
+                       : MPI_Reduce(sb, rb, sc, type, redop, op.root, comm);
+      break;
     case OpKind::kAllreduce:
+      rc = nonblocking ? MPI_Iallreduce(sb, rb, sc, type, redop, comm, req)
+                       : MPI_Allreduce(sb, rb, sc, type, redop, comm);
+      break;
     case OpKind::kScan:
+      rc = nonblocking ? MPI_Iscan(sb, rb, sc, type, redop, comm, req) : MPI_Scan(sb, rb, sc, type, redop, comm);
+      break;
     case OpKind::kExscan:
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      p->recv.resize(static_cast<size_t>(c) * unit);
-      if (op.kind == OpKind::kReduce) {
-        rc = nonblocking ? MPI_Ireduce(p->send.data(), p->recv.data(), c, type, redop, op.root, comm, req)
-                         : MPI_Reduce(p->send.data(), p->recv.data(), c, type, redop, op.root, comm);
-      } else if (op.kind == OpKind::kAllreduce) {
-        rc = nonblocking ? MPI_Iallreduce(p->send.data(), p->recv.data(), c, type, redop, comm, req)
-                         : MPI_Allreduce(p->send.data(), p->recv.data(), c, type, redop, comm);
-      } else if (op.kind == OpKind::kScan) {
-        rc = nonblocking ? MPI_Iscan(p->send.data(), p->recv.data(), c, type, redop, comm, req)
-                         : MPI_Scan(p->send.data(), p->recv.data(), c, type, redop, comm);
-      } else {
-        rc = nonblocking ? MPI_Iexscan(p->send.data(), p->recv.data(), c, type, redop, comm, req)
-                         : MPI_Exscan(p->send.data(), p->recv.data(), c, type, redop, comm);
-      }
+      rc = nonblocking ? MPI_Iexscan(sb, rb, sc, type, redop, comm, req) : MPI_Exscan(sb, rb, sc, type, redop, comm);
       break;
     case OpKind::kGather:
+      rc = nonblocking ? MPI_Igather(sb, sc, type, rb, rc_, type, op.root, comm, req)
+                       : MPI_Gather(sb, sc, type, rb, rc_, type, op.root, comm);
+      break;
     case OpKind::kAllgather:
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      p->recv.resize(static_cast<size_t>(rcount) * unit * static_cast<size_t>(n));
-      if (op.kind == OpKind::kGather) {
-        rc = nonblocking
-                 ? MPI_Igather(p->send.data(), c, type, p->recv.data(), rcount, type, op.root, comm, req)
-                 : MPI_Gather(p->send.data(), c, type, p->recv.data(), rcount, type, op.root, comm);
-      } else {
-        rc = nonblocking ? MPI_Iallgather(p->send.data(), c, type, p->recv.data(), rcount, type, comm, req)
-                         : MPI_Allgather(p->send.data(), c, type, p->recv.data(), rcount, type, comm);
-      }
+      rc = nonblocking ? MPI_Iallgather(sb, sc, type, rb, rc_, type, comm, req)
+                       : MPI_Allgather(sb, sc, type, rb, rc_, type, comm);
       break;
-    case OpKind::kScatter: {
-      int per = op.recv_count > 0 ? static_cast<int>(op.recv_count) : (n > 0 ? c / n : 0);
-      p->send = Synthetic(static_cast<size_t>(per) * unit * static_cast<size_t>(n));
-      p->recv.resize(static_cast<size_t>(per) * unit);
-      rc = nonblocking ? MPI_Iscatter(p->send.data(), per, type, p->recv.data(), per, type, op.root, comm, req)
-                       : MPI_Scatter(p->send.data(), per, type, p->recv.data(), per, type, op.root, comm);
+    case OpKind::kScatter:
+      rc = nonblocking ? MPI_Iscatter(sb, sc, type, rb, rc_, type, op.root, comm, req)
+                       : MPI_Scatter(sb, sc, type, rb, rc_, type, op.root, comm);
       break;
-    }
-    case OpKind::kAlltoall: {
-      int per = n > 0 ? c / n : 0;
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      p->recv.resize(static_cast<size_t>(c) * unit);
-      rc = nonblocking ? MPI_Ialltoall(p->send.data(), per, type, p->recv.data(), per, type, comm, req)
-                       : MPI_Alltoall(p->send.data(), per, type, p->recv.data(), per, type, comm);
+    case OpKind::kAlltoall:
+      rc = nonblocking ? MPI_Ialltoall(sb, sc, type, rb, rc_, type, comm, req)
+                       : MPI_Alltoall(sb, sc, type, rb, rc_, type, comm);
       break;
-    }
     case OpKind::kGatherv:
-    case OpKind::kAllgatherv: {
-      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      p->recv.resize(std::max<size_t>(total, 1) * unit);
-      if (op.kind == OpKind::kGatherv) {
-        rc = nonblocking ? MPI_Igatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
-                                        p->displs_a.data(), type, op.root, comm, req)
-                         : MPI_Gatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
-                                       p->displs_a.data(), type, op.root, comm);
-      } else {
-        rc = nonblocking ? MPI_Iallgatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
-                                           p->displs_a.data(), type, comm, req)
-                         : MPI_Allgatherv(p->send.data(), c, type, p->recv.data(), p->counts_a.data(),
-                                          p->displs_a.data(), type, comm);
-      }
+      rc = nonblocking ? MPI_Igatherv(sb, sc, type, rb, rcs, rds, type, op.root, comm, req)
+                       : MPI_Gatherv(sb, sc, type, rb, rcs, rds, type, op.root, comm);
       break;
-    }
-    case OpKind::kScatterv: {
-      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
-      p->send = Synthetic(std::max<size_t>(total, 1) * unit);
-      int per = static_cast<int>(op.recv_count);
-      p->recv.resize(static_cast<size_t>(std::max(per, 1)) * unit);
-      rc = nonblocking ? MPI_Iscatterv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type, p->recv.data(),
-                                       per, type, op.root, comm, req)
-                       : MPI_Scatterv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type, p->recv.data(),
-                                      per, type, op.root, comm);
+    case OpKind::kAllgatherv:
+      rc = nonblocking ? MPI_Iallgatherv(sb, sc, type, rb, rcs, rds, type, comm, req)
+                       : MPI_Allgatherv(sb, sc, type, rb, rcs, rds, type, comm);
       break;
-    }
-    case OpKind::kAlltoallv: {
-      size_t st = list_counts(0, &p->counts_a, &p->displs_a);
-      size_t rt = list_counts(static_cast<size_t>(n), &p->counts_b, &p->displs_b);
-      p->send = Synthetic(std::max<size_t>(st, 1) * unit);
-      p->recv.resize(std::max<size_t>(rt, 1) * unit);
-      rc = nonblocking ? MPI_Ialltoallv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type,
-                                        p->recv.data(), p->counts_b.data(), p->displs_b.data(), type, comm, req)
-                       : MPI_Alltoallv(p->send.data(), p->counts_a.data(), p->displs_a.data(), type,
-                                       p->recv.data(), p->counts_b.data(), p->displs_b.data(), type, comm);
+    case OpKind::kScatterv:
+      rc = nonblocking ? MPI_Iscatterv(sb, scs, sds, type, rb, rc_, type, op.root, comm, req)
+                       : MPI_Scatterv(sb, scs, sds, type, rb, rc_, type, op.root, comm);
       break;
-    }
-    case OpKind::kReduceScatter: {
-      size_t total = list_counts(0, &p->counts_a, &p->displs_a);
-      p->send = Synthetic(std::max<size_t>(total, 1) * unit);
-      p->recv.resize(static_cast<size_t>(std::max(p->counts_a[static_cast<size_t>(crank)], 1)) * unit);
-      rc = nonblocking ? MPI_Ireduce_scatter(p->send.data(), p->recv.data(), p->counts_a.data(), type, redop, comm, req)
-                       : MPI_Reduce_scatter(p->send.data(), p->recv.data(), p->counts_a.data(), type, redop, comm);
+    case OpKind::kAlltoallv:
+      rc = nonblocking ? MPI_Ialltoallv(sb, scs, sds, type, rb, rcs, rds, type, comm, req)
+                       : MPI_Alltoallv(sb, scs, sds, type, rb, rcs, rds, type, comm);
       break;
-    }
-    case OpKind::kReduceScatterBlock: {
-      int per = n > 0 ? c / n : 0;
-      p->send = Synthetic(static_cast<size_t>(c) * unit);
-      p->recv.resize(static_cast<size_t>(std::max(per, 1)) * unit);
-      rc = nonblocking ? MPI_Ireduce_scatter_block(p->send.data(), p->recv.data(), per, type, redop, comm, req)
-                       : MPI_Reduce_scatter_block(p->send.data(), p->recv.data(), per, type, redop, comm);
+    case OpKind::kReduceScatter:
+      rc = nonblocking ? MPI_Ireduce_scatter(sb, rb, rcs, type, redop, comm, req)
+                       : MPI_Reduce_scatter(sb, rb, rcs, type, redop, comm);
       break;
-    }
+    case OpKind::kReduceScatterBlock:
+      rc = nonblocking ? MPI_Ireduce_scatter_block(sb, rb, rc_, type, redop, comm, req)
+                       : MPI_Reduce_scatter_block(sb, rb, rc_, type, redop, comm);
+      break;
     default:
       Note(api);
       return;
@@ -773,7 +717,7 @@ int Driver::Run() {
     }
     if (e.kind != EventKind::kOp) continue;
     const OpEvent& op = e.op;
-    if (nccl_ != nullptr && IsNcclOperation(op.kind) && IsNccl(op.api)) {
+    if (nccl_ != nullptr && NcclBackend::Reissues(op.kind) && IsNccl(op.api)) {
       GpuOperation(e);
       continue;
     }

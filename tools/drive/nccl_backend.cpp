@@ -13,7 +13,27 @@
 #include <nccl.h>
 #endif
 
+#include "replay/op_shape.h"
+
 namespace replay::drive {
+
+bool NcclBackend::Reissues(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllreduce:
+    case OpKind::kBcast:
+    case OpKind::kReduce:
+    case OpKind::kAllgather:
+    case OpKind::kReduceScatterBlock:
+    case OpKind::kAlltoall:
+    case OpKind::kGather:
+    case OpKind::kScatter:
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return true;
+    default:
+      return false;
+  }
+}
 
 #if !REPLAY_DRIVE_NCCL
 
@@ -357,27 +377,11 @@ Status GpuNccl::Issue(uint64_t comm, const NcclOp& op) {
   const Comm& c = it->second;
   const NcclType t = TypeOf(op.dtype, op.dtype_size);
   const size_t count = static_cast<size_t>(std::max<int64_t>(op.count, 0) * t.scale);
-  const size_t n = static_cast<size_t>(c.size);
-  size_t send = 0, recv = 0;  // elements
-  switch (op.kind) {
-    case OpKind::kAllreduce:
-    case OpKind::kReduce:
-    case OpKind::kBcast: send = recv = count; break;
-    case OpKind::kAllgather:
-    case OpKind::kGather:
-      send = count;
-      recv = count * n;
-      break;
-    case OpKind::kReduceScatterBlock:
-    case OpKind::kScatter:
-      send = count * n;
-      recv = count;
-      break;
-    case OpKind::kAlltoall: send = recv = count * n; break;
-    case OpKind::kSend: send = count; break;
-    case OpKind::kRecv: recv = count; break;
-    default: return Status::InvalidArgument(op.api + " is not an operation the NCCL backend re-issues");
-  }
+  if (!Reissues(op.kind)) return Status::InvalidArgument(op.api + " is not an operation the NCCL backend re-issues");
+  // Every rank gets buffers as large as the operation's largest (op_shape.h):
+  // NCCL checks the arguments of every rank alike.
+  const OpTotals largest = LargestTotals(op.kind, static_cast<int64_t>(count), c.size);
+  const size_t send = static_cast<size_t>(largest.send), recv = static_cast<size_t>(largest.recv);  // elements
   CUdeviceptr sbuf = 0, rbuf = 0;
   if (send > 0 || op.kind == OpKind::kSend) {
     auto p = Acquire(send * t.size);

@@ -61,6 +61,10 @@ class NcclBackend {
   // function or a device is, or when this build has no NCCL backend.
   static Result<std::unique_ptr<NcclBackend>> Open(int local_rank);
 
+  // Whether an operation of `kind` is an NCCL collective or message this
+  // backend re-issues.
+  static bool Reissues(OpKind kind);
+
   // "NCCL 2.28.9, N CUDA devices": for the drive's first line.
   virtual std::string Describe() const = 0;
 

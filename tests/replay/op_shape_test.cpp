@@ -1,0 +1,135 @@
+#include "replay/op_shape.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace replay {
+namespace {
+
+std::vector<Block> Blocks(const OpArgs& a) {
+  std::vector<Block> out;
+  ForEachBlock(a, [&](const Block& b) { out.push_back(b); });
+  return out;
+}
+
+OpArgs Args(OpKind kind, int size, int rank, int64_t send_count, int64_t recv_count, int root = -1) {
+  OpArgs a;
+  a.kind = kind;
+  a.size = a.peers = size;
+  a.rank = rank;
+  a.is_root = ShapeOf(kind).rooted && rank == root;
+  a.send_count = send_count;
+  a.recv_count = recv_count;
+  return a;
+}
+
+TEST_CASE("an allreduce sends and receives its count on every rank", "[replay]") {
+  OpTotals t = Totals(Args(OpKind::kAllreduce, 4, 2, 8, 8));
+  CHECK(t.send == 8);
+  CHECK(t.recv == 8);
+}
+
+TEST_CASE("a gather's root receives a block from every rank; the others only send", "[replay]") {
+  OpTotals root = Totals(Args(OpKind::kGather, 4, 3, 5, 5, 3));
+  CHECK(root.send == 5);
+  CHECK(root.recv == 20);
+  OpTotals other = Totals(Args(OpKind::kGather, 4, 1, 5, 5, 3));
+  CHECK(other.send == 5);
+  CHECK(other.recv == 0);
+}
+
+TEST_CASE("in place, an allgather sends its own block of the receive buffer", "[replay]") {
+  OpArgs a = Args(OpKind::kAllgather, 4, 2, 0, 3);
+  a.in_place = true;
+  std::vector<Block> b = Blocks(a);
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].side == Side::kSend);
+  CHECK(b[0].buffer == Side::kRecv);
+  CHECK(b[0].offset == 6);
+  CHECK(b[0].count == 3);
+  CHECK(b[1].side == Side::kRecv);
+  CHECK(b[1].count == 12);
+}
+
+TEST_CASE("in place, a scatter's root keeps its block and receives nothing", "[replay]") {
+  OpArgs a = Args(OpKind::kScatter, 3, 0, 2, 2, 0);
+  a.in_place = true;
+  OpTotals t = Totals(a);
+  CHECK(t.send == 6);
+  CHECK(t.recv == 0);
+}
+
+TEST_CASE("in place, an all-to-all sends what its receive buffer holds", "[replay]") {
+  OpArgs a = Args(OpKind::kAlltoall, 3, 1, 0, 2);
+  a.in_place = true;
+  std::vector<Block> b = Blocks(a);
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].buffer == Side::kRecv);
+  CHECK(b[0].count == 6);
+}
+
+TEST_CASE("listed collectives lay their blocks at the listed displacements", "[replay]") {
+  const int counts[] = {1, 2, 3}, displs[] = {0, 4, 8};
+  OpArgs a = Args(OpKind::kAlltoallv, 3, 0, 0, 0);
+  a.send_counts = counts;
+  a.send_displs = displs;
+  a.recv_counts = counts;
+  a.recv_displs = displs;
+  std::vector<Block> b = Blocks(a);
+  REQUIRE(b.size() == 6);
+  CHECK(b[1].peer == 1);
+  CHECK(b[1].offset == 4);
+  CHECK(b[1].count == 2);
+  std::vector<int64_t> listed;
+  ForEachListedCount(a, [&](int64_t c) { listed.push_back(c); });
+  CHECK(listed == std::vector<int64_t>{1, 2, 3, 1, 2, 3});
+}
+
+TEST_CASE("a reduce-scatter sends the sum of the counts and receives its own", "[replay]") {
+  const int counts[] = {1, 2, 3};
+  OpArgs a = Args(OpKind::kReduceScatter, 3, 2, 0, 0);
+  a.recv_counts = counts;
+  OpTotals t = Totals(a);
+  CHECK(t.send == 6);
+  CHECK(t.recv == 3);
+}
+
+TEST_CASE("NCCL's broadcast root receives into a buffer of its own", "[replay]") {
+  OpArgs a = Args(OpKind::kBcast, 4, 0, 16, 16, 0);
+  CHECK(Totals(a).recv == 0);  // MPI's root has one buffer
+  a.root_copies = true;
+  CHECK(Totals(a).recv == 16);
+  CHECK(Totals(a).send == 16);
+}
+
+TEST_CASE("an operation's arguments come back from what the trace keeps", "[replay]") {
+  OpEvent op{};
+  op.kind = OpKind::kScatter;
+  op.root = 0;
+  op.count = 12;  // what the root sent: 4 ranks x 3
+  op.recv_count = 3;
+  OpArgs root = RecordedArgs(op, {}, 4, 0);
+  CHECK(root.send_count == 3);
+  CHECK(root.recv_count == 3);
+  CHECK(Totals(root).send == 12);
+  op.kind = OpKind::kAlltoallv;
+  std::vector<int64_t> list = {1, 1, 2, 2, 3, 3};  // sent to each, then received from each
+  OpArgs v = RecordedArgs(op, list, 3, 1);
+  REQUIRE(v.send_counts);
+  REQUIRE(v.recv_counts);
+  CHECK(v.send_counts[2] == 2);
+  CHECK(v.recv_counts[0] == 2);
+  OpArgs short_list = RecordedArgs(op, {1, 2}, 3, 1);  // a damaged trace: too few counts
+  CHECK_FALSE(short_list.send_counts);
+}
+
+TEST_CASE("the largest buffers of an NCCL operation are the root's", "[replay]") {
+  OpTotals gather = LargestTotals(OpKind::kGather, 5, 4);
+  CHECK(gather.send == 5);
+  CHECK(gather.recv == 20);
+  CHECK(MaxBlocks(OpKind::kReduceScatterBlock, 4) == 4);
+  CHECK(MaxBlocks(OpKind::kAllreduce, 4) == 1);
+}
+
+}  // namespace
+}  // namespace replay
