@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -36,69 +37,53 @@ constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_T
 constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
 
+// The driver functions the recorder calls, once each:
+// X(member, "exported symbol", return-type(parameters)). The first seven are
+// required (Driver::ok); the others are null where the driver lacks them.
+#define REPLAY_CUDA_CALLED(X)                                                                         \
+  X(pointer_get_attribute, "cuPointerGetAttribute", CUresult(void*, int, uint64_t))                   \
+  X(event_create, "cuEventCreate", CUresult(void**, unsigned))                                        \
+  X(event_record, "cuEventRecord", CUresult(void*, void*))                                            \
+  X(event_query, "cuEventQuery", CUresult(void*))                                                     \
+  X(event_destroy, "cuEventDestroy_v2", CUresult(void*))                                              \
+  X(ctx_set_current, "cuCtxSetCurrent", CUresult(void*))                                              \
+  X(ctx_get_current, "cuCtxGetCurrent", CUresult(void**))                                             \
+  X(stream_get_ctx, "cuStreamGetCtx", CUresult(void*, void**))                                        \
+  X(ctx_get_device, "cuCtxGetDevice", CUresult(int*))                                                 \
+  X(driver_get_version, "cuDriverGetVersion", CUresult(int*))                                         \
+  /* Staging copies. */                                                                               \
+  X(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", CUresult(void*, uint64_t, size_t, void*))              \
+  X(memcpy_htod_async, "cuMemcpyHtoDAsync_v2", CUresult(uint64_t, const void*, size_t, void*))        \
+  X(stream_synchronize, "cuStreamSynchronize", CUresult(void*))                                       \
+  X(stream_query, "cuStreamQuery", CUresult(void*))                                                   \
+  X(mem_free_host, "cuMemFreeHost", CUresult(void*))                                                  \
+  /* Graph capture (drivers before CUDA 10 have neither). */                                          \
+  X(stream_is_capturing, "cuStreamIsCapturing", CUresult(void*, int*))                                \
+  X(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", CUresult(int*))                       \
+  /* The fingerprint kernel. */                                                                       \
+  X(module_load_data, "cuModuleLoadData", CUresult(void**, const void*))                              \
+  X(module_get_function, "cuModuleGetFunction", CUresult(void**, void*, const char*))                 \
+  X(launch_kernel, "cuLaunchKernel",                                                                  \
+    CUresult(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**)) \
+  X(mem_host_alloc, "cuMemHostAlloc", CUresult(void**, size_t, unsigned))                             \
+  X(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", CUresult(uint64_t*, void*, unsigned)) \
+  /* Whether a device's primary context is still active. */                                          \
+  X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", CUresult(int, unsigned*, int*))
+
 struct Driver {
   bool ok = false;
-  CUresult (*pointer_get_attribute)(void*, int, uint64_t) = nullptr;
-  CUresult (*event_create)(void**, unsigned) = nullptr;
-  CUresult (*event_record)(void*, void*) = nullptr;
-  CUresult (*event_query)(void*) = nullptr;
-  CUresult (*event_destroy)(void*) = nullptr;
-  CUresult (*stream_get_ctx)(void*, void**) = nullptr;
-  CUresult (*ctx_set_current)(void*) = nullptr;
-  CUresult (*ctx_get_current)(void**) = nullptr;
-  CUresult (*ctx_get_device)(int*) = nullptr;
-  CUresult (*driver_get_version)(int*) = nullptr;
-  // Staging copies (optional).
-  CUresult (*memcpy_dtoh_async)(void*, uint64_t, size_t, void*) = nullptr;
-  CUresult (*memcpy_htod_async)(uint64_t, const void*, size_t, void*) = nullptr;
-  CUresult (*stream_synchronize)(void*) = nullptr;
-  CUresult (*stream_query)(void*) = nullptr;
-  CUresult (*mem_free_host)(void*) = nullptr;
-  // Graph capture (optional: drivers before CUDA 10 have neither).
-  CUresult (*stream_is_capturing)(void*, int*) = nullptr;
-  CUresult (*exchange_capture_mode)(int*) = nullptr;
-  // The fingerprint kernel (optional).
-  CUresult (*module_load_data)(void**, const void*) = nullptr;
-  CUresult (*module_get_function)(void**, void*, const char*) = nullptr;
-  CUresult (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
-                            void**, void**) = nullptr;
-  CUresult (*mem_host_alloc)(void**, size_t, unsigned) = nullptr;
-  CUresult (*mem_host_get_device_pointer)(uint64_t*, void*, unsigned) = nullptr;
-  // Whether a device's primary context is still active (optional).
-  CUresult (*primary_ctx_get_state)(int, unsigned*, int*) = nullptr;
+#define REPLAY_CUDA_MEMBER_(member, symbol, type) std::add_pointer_t<type> member = nullptr;
+  REPLAY_CUDA_CALLED(REPLAY_CUDA_MEMBER_)
+#undef REPLAY_CUDA_MEMBER_
 };
 
 Driver Load() {
   Driver x;
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (h == nullptr) return x;
-  auto sym = [&](const char* name) { return RealDlsym(h, name); };
-  x.pointer_get_attribute = reinterpret_cast<decltype(x.pointer_get_attribute)>(sym("cuPointerGetAttribute"));
-  x.event_create = reinterpret_cast<decltype(x.event_create)>(sym("cuEventCreate"));
-  x.event_record = reinterpret_cast<decltype(x.event_record)>(sym("cuEventRecord"));
-  x.event_query = reinterpret_cast<decltype(x.event_query)>(sym("cuEventQuery"));
-  x.event_destroy = reinterpret_cast<decltype(x.event_destroy)>(sym("cuEventDestroy_v2"));
-  x.stream_get_ctx = reinterpret_cast<decltype(x.stream_get_ctx)>(sym("cuStreamGetCtx"));
-  x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(sym("cuCtxSetCurrent"));
-  x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(sym("cuCtxGetCurrent"));
-  x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(sym("cuCtxGetDevice"));
-  x.driver_get_version = reinterpret_cast<decltype(x.driver_get_version)>(sym("cuDriverGetVersion"));
-  x.memcpy_dtoh_async = reinterpret_cast<decltype(x.memcpy_dtoh_async)>(sym("cuMemcpyDtoHAsync_v2"));
-  x.memcpy_htod_async = reinterpret_cast<decltype(x.memcpy_htod_async)>(sym("cuMemcpyHtoDAsync_v2"));
-  x.stream_synchronize = reinterpret_cast<decltype(x.stream_synchronize)>(sym("cuStreamSynchronize"));
-  x.stream_query = reinterpret_cast<decltype(x.stream_query)>(sym("cuStreamQuery"));
-  x.mem_free_host = reinterpret_cast<decltype(x.mem_free_host)>(sym("cuMemFreeHost"));
-  x.stream_is_capturing = reinterpret_cast<decltype(x.stream_is_capturing)>(sym("cuStreamIsCapturing"));
-  x.exchange_capture_mode =
-      reinterpret_cast<decltype(x.exchange_capture_mode)>(sym("cuThreadExchangeStreamCaptureMode"));
-  x.module_load_data = reinterpret_cast<decltype(x.module_load_data)>(sym("cuModuleLoadData"));
-  x.module_get_function = reinterpret_cast<decltype(x.module_get_function)>(sym("cuModuleGetFunction"));
-  x.launch_kernel = reinterpret_cast<decltype(x.launch_kernel)>(sym("cuLaunchKernel"));
-  x.mem_host_alloc = reinterpret_cast<decltype(x.mem_host_alloc)>(sym("cuMemHostAlloc"));
-  x.mem_host_get_device_pointer =
-      reinterpret_cast<decltype(x.mem_host_get_device_pointer)>(sym("cuMemHostGetDevicePointer_v2"));
-  x.primary_ctx_get_state =
-      reinterpret_cast<decltype(x.primary_ctx_get_state)>(sym("cuDevicePrimaryCtxGetState"));
+#define REPLAY_CUDA_LOAD_(member, symbol, type) x.member = reinterpret_cast<std::add_pointer_t<type>>(RealDlsym(h, symbol));
+  REPLAY_CUDA_CALLED(REPLAY_CUDA_LOAD_)
+#undef REPLAY_CUDA_LOAD_
   x.ok = x.pointer_get_attribute && x.event_create && x.event_record && x.event_query && x.event_destroy &&
          x.ctx_set_current && x.ctx_get_current;
   return x;

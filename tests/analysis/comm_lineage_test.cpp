@@ -1,6 +1,8 @@
 #include "analysis/comm_lineage.h"
 
 #include <catch2/catch.hpp>
+#include <set>
+#include <string_view>
 
 #include "replay/event.h"
 
@@ -55,6 +57,38 @@ TEST_CASE("communicators that would share a name are told apart by their creatin
   CHECK(l.Name(3) == "dup(WORLD)@1");
   CHECK(l.Name(4) == "dup(WORLD)@5");
   CHECK(l.Name(5) == "dup(dup(WORLD)@1)");
+}
+
+// The functions the recorder's tables record as creating a communicator.
+std::set<std::string> TableCreators() {
+  std::set<std::string> creators;
+#define REPLAY_MPI(name, shape, kind, ...) \
+  if (std::string_view(#kind) == "CommCreate") creators.insert(#name);
+#include "mpi_api.def"
+#undef REPLAY_MPI
+#define REPLAY_NCCL(name, shape, kind, ...) \
+  if (std::string_view(#kind) == "CommCreate") creators.insert(#name);
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+  return creators;
+}
+
+TEST_CASE("the lineage names only functions the recorder records as creating communicators", "[analysis]") {
+  const std::set<std::string> creators = TableCreators();
+  for (const CommVerb& v : CommVerbs()) {
+    INFO(v.api);
+    CHECK(creators.count(v.api) == 1);
+  }
+}
+
+TEST_CASE("every MPI function that creates a communicator has a verb", "[analysis]") {
+  for (const std::string& api : TableCreators()) {
+    if (api.rfind("MPI_", 0) != 0) continue;
+    INFO(api);
+    bool named = false;
+    for (const CommVerb& v : CommVerbs()) named = named || api == v.api;
+    CHECK(named);
+  }
 }
 
 }  // namespace

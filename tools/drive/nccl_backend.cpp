@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -18,21 +19,14 @@
 namespace replay::drive {
 
 bool NcclBackend::Reissues(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllreduce:
-    case OpKind::kBcast:
-    case OpKind::kReduce:
-    case OpKind::kAllgather:
-    case OpKind::kReduceScatterBlock:
-    case OpKind::kAlltoall:
-    case OpKind::kGather:
-    case OpKind::kScatter:
-    case OpKind::kSend:
-    case OpKind::kRecv:
-      return true;
-    default:
-      return false;
+  // The collectives and messages of the recorder's NCCL table.
+#define REPLAY_NCCL(name, shape, op_kind, ...)                                                        \
+  if ((std::string_view(#shape) == "Coll" || std::string_view(#shape) == "P2p") && kind == OpKind::k##op_kind) { \
+    return true;                                                                                      \
   }
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+  return false;
 }
 
 #if !REPLAY_DRIVE_NCCL
@@ -73,40 +67,30 @@ struct CudaDriver {
   CUresult (*GetErrorString)(CUresult, const char**) = nullptr;  // optional
 };
 
-// NCCL's functions, typed by nccl.h. Those the application could call are
-// taken from the global scope (a recorder's wrapper if one is preloaded);
-// `abort` and `destroy` come straight from the library, for housekeeping the
-// recording should not see.
+// NCCL's functions, typed by nccl.h: every one the recorder records
+// (nccl_api.def), so that whatever a recording holds can be made again, and
+// three it does not. They are taken from the global scope (a recorder's
+// wrapper if one is preloaded) and are null where this NCCL lacks them.
+// QuietAbort and QuietDestroy come straight from the library, for housekeeping
+// the recording should not see.
 struct Nccl {
-  decltype(&ncclGetVersion) GetVersion = nullptr;
-  decltype(&ncclGetErrorString) GetErrorString = nullptr;
-  decltype(&ncclGetLastError) GetLastError = nullptr;  // optional
-  decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
-  decltype(&ncclCommInitRank) CommInitRank = nullptr;
-  decltype(&ncclCommSplit) CommSplit = nullptr;  // optional: else a fresh unique id
-  decltype(&ncclCommCount) CommCount = nullptr;
-  decltype(&ncclCommUserRank) CommUserRank = nullptr;
-  decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
-  decltype(&ncclCommFinalize) CommFinalize = nullptr;  // optional
-  decltype(&ncclCommDestroy) CommDestroy = nullptr;
-  decltype(&ncclCommAbort) CommAbort = nullptr;
-  decltype(&ncclGroupStart) GroupStart = nullptr;
-  decltype(&ncclGroupEnd) GroupEnd = nullptr;
-  decltype(&ncclGroupSimulateEnd) GroupSimulateEnd = nullptr;  // optional
-  decltype(&ncclAllReduce) AllReduce = nullptr;
-  decltype(&ncclBroadcast) Broadcast = nullptr;
-  decltype(&ncclBcast) Bcast = nullptr;
-  decltype(&ncclReduce) Reduce = nullptr;
-  decltype(&ncclAllGather) AllGather = nullptr;
-  decltype(&ncclReduceScatter) ReduceScatter = nullptr;
-  decltype(&ncclAlltoAll) AlltoAll = nullptr;  // optional (NCCL 2.28)
-  decltype(&ncclGather) Gather = nullptr;      // optional (NCCL 2.28)
-  decltype(&ncclScatter) Scatter = nullptr;    // optional (NCCL 2.28)
-  decltype(&ncclSend) Send = nullptr;
-  decltype(&ncclRecv) Recv = nullptr;
-  decltype(&ncclCommAbort) QuietAbort = nullptr;
-  decltype(&ncclCommDestroy) QuietDestroy = nullptr;
+#define REPLAY_NCCL(name, ...) decltype(&::name) name = nullptr;
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+  decltype(&::ncclGetVersion) ncclGetVersion = nullptr;
+  decltype(&::ncclGetErrorString) ncclGetErrorString = nullptr;
+  decltype(&::ncclGetLastError) ncclGetLastError = nullptr;
+  decltype(&::ncclCommAbort) QuietAbort = nullptr;
+  decltype(&::ncclCommDestroy) QuietDestroy = nullptr;
 };
+
+// The functions no drive can do without; the others are optional, looked at
+// where they are used (ncclCommSplit, for one, has a fallback).
+#define REPLAY_DRIVE_NEEDS(X)                                                                          \
+  X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommCount)        \
+  X(ncclCommUserRank) X(ncclCommGetAsyncError) X(ncclCommDestroy) X(ncclCommAbort) X(ncclGroupStart)     \
+  X(ncclGroupEnd) X(ncclAllReduce) X(ncclBroadcast) X(ncclBcast) X(ncclReduce) X(ncclAllGather)          \
+  X(ncclReduceScatter) X(ncclSend) X(ncclRecv)
 
 // Looks `name` up: present only if `library` defines it; then, for calls the
 // recording should see, the global definition (a preloaded wrapper first).
@@ -167,7 +151,7 @@ class GpuNccl final : public NcclBackend {
 
   std::string Describe() const override {
     int v = 0;
-    nccl_.GetVersion(&v);
+    nccl_.ncclGetVersion(&v);
     char buf[128];
     std::snprintf(buf, sizeof(buf), "NCCL %d.%d.%d, CUDA device %d of %d", v / 10000, (v / 100) % 100, v % 100, device_,
                   devices_);
@@ -182,14 +166,14 @@ class GpuNccl final : public NcclBackend {
     MPI_Comm_rank(members, &rank);
     ncclUniqueId id{};
     ncclResult_t rc = ncclSuccess;
-    if (rank == 0) rc = nccl_.GetUniqueId(&id);
+    if (rank == 0) rc = nccl_.ncclGetUniqueId(&id);
     // The id's maker tells the others when it has none, so that none waits for ever.
     int ok = rc == ncclSuccess ? 1 : 0;
     MPI_Bcast(&ok, 1, MPI_INT, 0, members);
     if (!ok) return Status::Unavailable("ncclGetUniqueId failed on the communicator's first rank");
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, members);
     ncclComm_t c = nullptr;
-    rc = nccl_.CommInitRank(&c, size, id, rank);
+    rc = nccl_.ncclCommInitRank(&c, size, id, rank);
     if (rc != ncclSuccess) return Failure("ncclCommInitRank", rc, c);
     return Adopt(comm, c, size, rank);
   }
@@ -198,8 +182,8 @@ class GpuNccl final : public NcclBackend {
     auto it = comms_.find(parent);
     ncclComm_t c = nullptr;
     Status split;
-    if (it != comms_.end() && nccl_.CommSplit != nullptr) {
-      ncclResult_t rc = nccl_.CommSplit(it->second.comm, color, key, &c, nullptr);
+    if (it != comms_.end() && nccl_.ncclCommSplit != nullptr) {
+      ncclResult_t rc = nccl_.ncclCommSplit(it->second.comm, color, key, &c, nullptr);
       if (rc != ncclSuccess) {
         split = Failure("ncclCommSplit", rc, it->second.comm);
         c = nullptr;
@@ -215,8 +199,8 @@ class GpuNccl final : public NcclBackend {
     int same = c != nullptr ? 1 : 0;
     if (c != nullptr) {
       int n = -1, r = -1;
-      nccl_.CommCount(c, &n);
-      nccl_.CommUserRank(c, &r);
+      nccl_.ncclCommCount(c, &n);
+      nccl_.ncclCommUserRank(c, &r);
       same = n == size && r == rank ? 1 : 0;
     }
     MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, members);
@@ -230,13 +214,13 @@ class GpuNccl final : public NcclBackend {
     if (it == comms_.end()) return Status::Ok();
     ncclResult_t rc = ncclSuccess;
     if (api == "ncclCommFinalize") {
-      if (nccl_.CommFinalize != nullptr) rc = nccl_.CommFinalize(it->second.comm);
+      if (nccl_.ncclCommFinalize != nullptr) rc = nccl_.ncclCommFinalize(it->second.comm);
       return rc == ncclSuccess ? Status::Ok() : Failure(api, rc, it->second.comm);
     }
     if (api == "ncclCommAbort") {
-      rc = nccl_.CommAbort(it->second.comm);
+      rc = nccl_.ncclCommAbort(it->second.comm);
     } else if (api == "ncclCommDestroy") {
-      rc = nccl_.CommDestroy(it->second.comm);
+      rc = nccl_.ncclCommDestroy(it->second.comm);
     } else {
       return Status::Ok();  // revoke: the communicator stays until destroyed
     }
@@ -247,18 +231,18 @@ class GpuNccl final : public NcclBackend {
 
   Status GroupStart() override {
     ++depth_;
-    ncclResult_t rc = nccl_.GroupStart();
+    ncclResult_t rc = nccl_.ncclGroupStart();
     return rc == ncclSuccess ? Status::Ok() : Failure("ncclGroupStart", rc, nullptr);
   }
 
   Status GroupEnd(bool simulate) override {
     if (depth_ > 0) --depth_;
     ncclResult_t rc = ncclSuccess;
-    if (simulate && nccl_.GroupSimulateEnd != nullptr) {
+    if (simulate && nccl_.ncclGroupSimulateEnd != nullptr) {
       ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-      rc = nccl_.GroupSimulateEnd(&info);
+      rc = nccl_.ncclGroupSimulateEnd(&info);
     } else {
-      rc = nccl_.GroupEnd();
+      rc = nccl_.ncclGroupEnd();
     }
     return rc == ncclSuccess ? Status::Ok() : Failure(simulate ? "ncclGroupSimulateEnd" : "ncclGroupEnd", rc, nullptr);
   }
@@ -323,9 +307,9 @@ class GpuNccl final : public NcclBackend {
   }
 
   std::string NcclError(ncclResult_t rc, ncclComm_t comm) const {
-    const char* s = nccl_.GetErrorString(rc);
+    const char* s = nccl_.ncclGetErrorString(rc);
     std::string out = s != nullptr ? s : "NCCL error " + std::to_string(static_cast<int>(rc));
-    const char* last = nccl_.GetLastError != nullptr ? nccl_.GetLastError(comm) : nullptr;
+    const char* last = nccl_.ncclGetLastError != nullptr ? nccl_.ncclGetLastError(comm) : nullptr;
     if (last != nullptr && *last != '\0') out += " (" + std::string(last) + ")";
     return out;
   }
@@ -408,29 +392,29 @@ Status GpuNccl::Issue(uint64_t comm, const NcclOp& op) {
   ncclResult_t rc = ncclSuccess;
   auto missing = [&] { return Status::Unavailable(op.api + " is not in this NCCL (" + Describe() + ")"); };
   switch (op.kind) {
-    case OpKind::kAllreduce: rc = nccl_.AllReduce(s, r, count, t.type, red, c.comm, c.stream); break;
+    case OpKind::kAllreduce: rc = nccl_.ncclAllReduce(s, r, count, t.type, red, c.comm, c.stream); break;
     case OpKind::kBcast:
-      rc = op.api == "ncclBcast" ? nccl_.Bcast(c.rank == op.root ? s : r, count, t.type, op.root, c.comm, c.stream)
-                                 : nccl_.Broadcast(s, r, count, t.type, op.root, c.comm, c.stream);
+      rc = op.api == "ncclBcast" ? nccl_.ncclBcast(c.rank == op.root ? s : r, count, t.type, op.root, c.comm, c.stream)
+                                 : nccl_.ncclBroadcast(s, r, count, t.type, op.root, c.comm, c.stream);
       break;
-    case OpKind::kReduce: rc = nccl_.Reduce(s, r, count, t.type, red, op.root, c.comm, c.stream); break;
-    case OpKind::kAllgather: rc = nccl_.AllGather(s, r, count, t.type, c.comm, c.stream); break;
-    case OpKind::kReduceScatterBlock: rc = nccl_.ReduceScatter(s, r, count, t.type, red, c.comm, c.stream); break;
+    case OpKind::kReduce: rc = nccl_.ncclReduce(s, r, count, t.type, red, op.root, c.comm, c.stream); break;
+    case OpKind::kAllgather: rc = nccl_.ncclAllGather(s, r, count, t.type, c.comm, c.stream); break;
+    case OpKind::kReduceScatterBlock: rc = nccl_.ncclReduceScatter(s, r, count, t.type, red, c.comm, c.stream); break;
     case OpKind::kAlltoall:
-      if (nccl_.AlltoAll == nullptr) return missing();
-      rc = nccl_.AlltoAll(s, r, count, t.type, c.comm, c.stream);
+      if (nccl_.ncclAlltoAll == nullptr) return missing();
+      rc = nccl_.ncclAlltoAll(s, r, count, t.type, c.comm, c.stream);
       break;
     case OpKind::kGather:
-      if (nccl_.Gather == nullptr) return missing();
-      rc = nccl_.Gather(s, r, count, t.type, op.root, c.comm, c.stream);
+      if (nccl_.ncclGather == nullptr) return missing();
+      rc = nccl_.ncclGather(s, r, count, t.type, op.root, c.comm, c.stream);
       break;
     case OpKind::kScatter:
-      if (nccl_.Scatter == nullptr) return missing();
-      rc = nccl_.Scatter(s, r, count, t.type, op.root, c.comm, c.stream);
+      if (nccl_.ncclScatter == nullptr) return missing();
+      rc = nccl_.ncclScatter(s, r, count, t.type, op.root, c.comm, c.stream);
       break;
-    case OpKind::kSend: rc = nccl_.Send(s, count, t.type, op.peer, c.comm, c.stream); break;
-    case OpKind::kRecv: rc = nccl_.Recv(r, count, t.type, op.peer, c.comm, c.stream); break;
-    default: break;
+    case OpKind::kSend: rc = nccl_.ncclSend(s, count, t.type, op.peer, c.comm, c.stream); break;
+    case OpKind::kRecv: rc = nccl_.ncclRecv(r, count, t.type, op.peer, c.comm, c.stream); break;
+    default: return Status::InvalidArgument(op.api + " is recorded but not re-issued by the NCCL backend");
   }
   if (rc != ncclSuccess && rc != ncclInProgress) return Failure(op.api, rc, c.comm);
   std::string what = op.api;
@@ -463,7 +447,7 @@ WaitResult GpuNccl::Wait(Clock::time_point deadline, std::string* what) {
         return WaitResult::kFailed;
       }
       ncclResult_t async = ncclSuccess;
-      if (nccl_.CommGetAsyncError(it->second.comm, &async) == ncclSuccess && async != ncclSuccess &&
+      if (nccl_.ncclCommGetAsyncError(it->second.comm, &async) == ncclSuccess && async != ncclSuccess &&
           async != ncclInProgress) {
         *what = pending_[i].what + ": " + NcclError(async, it->second.comm);
         return WaitResult::kFailed;
@@ -515,32 +499,16 @@ Result<std::unique_ptr<NcclBackend>> NcclBackend::Open(int local_rank) {
   if (!missing.empty()) return Status::Unavailable("libcuda.so.1 lacks " + missing);
 
   Nccl nc;
-  Resolve(nccl_lib, "ncclGetVersion", true, true, &nc.GetVersion, &missing);
-  Resolve(nccl_lib, "ncclGetErrorString", true, true, &nc.GetErrorString, &missing);
-  Resolve(nccl_lib, "ncclGetLastError", true, false, &nc.GetLastError, &missing);
-  Resolve(nccl_lib, "ncclGetUniqueId", true, true, &nc.GetUniqueId, &missing);
-  Resolve(nccl_lib, "ncclCommInitRank", true, true, &nc.CommInitRank, &missing);
-  Resolve(nccl_lib, "ncclCommSplit", true, false, &nc.CommSplit, &missing);
-  Resolve(nccl_lib, "ncclCommCount", true, true, &nc.CommCount, &missing);
-  Resolve(nccl_lib, "ncclCommUserRank", true, true, &nc.CommUserRank, &missing);
-  Resolve(nccl_lib, "ncclCommGetAsyncError", true, true, &nc.CommGetAsyncError, &missing);
-  Resolve(nccl_lib, "ncclCommFinalize", true, false, &nc.CommFinalize, &missing);
-  Resolve(nccl_lib, "ncclCommDestroy", true, true, &nc.CommDestroy, &missing);
-  Resolve(nccl_lib, "ncclCommAbort", true, true, &nc.CommAbort, &missing);
-  Resolve(nccl_lib, "ncclGroupStart", true, true, &nc.GroupStart, &missing);
-  Resolve(nccl_lib, "ncclGroupEnd", true, true, &nc.GroupEnd, &missing);
-  Resolve(nccl_lib, "ncclGroupSimulateEnd", true, false, &nc.GroupSimulateEnd, &missing);
-  Resolve(nccl_lib, "ncclAllReduce", true, true, &nc.AllReduce, &missing);
-  Resolve(nccl_lib, "ncclBroadcast", true, true, &nc.Broadcast, &missing);
-  Resolve(nccl_lib, "ncclBcast", true, true, &nc.Bcast, &missing);
-  Resolve(nccl_lib, "ncclReduce", true, true, &nc.Reduce, &missing);
-  Resolve(nccl_lib, "ncclAllGather", true, true, &nc.AllGather, &missing);
-  Resolve(nccl_lib, "ncclReduceScatter", true, true, &nc.ReduceScatter, &missing);
-  Resolve(nccl_lib, "ncclAlltoAll", true, false, &nc.AlltoAll, &missing);
-  Resolve(nccl_lib, "ncclGather", true, false, &nc.Gather, &missing);
-  Resolve(nccl_lib, "ncclScatter", true, false, &nc.Scatter, &missing);
-  Resolve(nccl_lib, "ncclSend", true, true, &nc.Send, &missing);
-  Resolve(nccl_lib, "ncclRecv", true, true, &nc.Recv, &missing);
+#define REPLAY_NCCL(name, ...) Resolve(nccl_lib, #name, true, false, &nc.name, &missing);
+#include "nccl_api.def"
+#undef REPLAY_NCCL
+  Resolve(nccl_lib, "ncclGetVersion", true, false, &nc.ncclGetVersion, &missing);
+  Resolve(nccl_lib, "ncclGetErrorString", true, false, &nc.ncclGetErrorString, &missing);
+  Resolve(nccl_lib, "ncclGetLastError", true, false, &nc.ncclGetLastError, &missing);
+#define REPLAY_DRIVE_NEED_(name) \
+  if (nc.name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + #name;
+  REPLAY_DRIVE_NEEDS(REPLAY_DRIVE_NEED_)
+#undef REPLAY_DRIVE_NEED_
   // Housekeeping: NCCL's profiling alias, else the library's own definition.
   Resolve(nccl_lib, "pncclCommAbort", false, false, &nc.QuietAbort, &missing);
   Resolve(nccl_lib, "pncclCommDestroy", false, false, &nc.QuietDestroy, &missing);

@@ -16,30 +16,7 @@ struct Verb {
 };
 
 Verb VerbOf(const std::string& api) {
-  struct Entry {
-    const char* api;
-    const char* verb;
-    const char* argument;
-  };
-  static const Entry kVerbs[] = {
-      {"MPI_Comm_dup", "dup", nullptr},
-      {"MPI_Comm_idup", "dup", nullptr},
-      {"MPI_Comm_dup_with_info", "dup", nullptr},
-      {"MPI_Comm_idup_with_info", "dup", nullptr},
-      {"MPI_Comm_split", "split", "color"},
-      {"MPI_Comm_split_type", "split_type", "type"},
-      {"MPI_Comm_create", "create", nullptr},
-      {"MPI_Comm_create_group", "create_group", nullptr},
-      {"MPI_Cart_create", "cart", nullptr},
-      {"MPI_Cart_sub", "cart_sub", nullptr},
-      {"MPI_Graph_create", "graph", nullptr},
-      {"MPI_Dist_graph_create", "dist_graph", nullptr},
-      {"MPI_Dist_graph_create_adjacent", "dist_graph", nullptr},
-      {"MPI_Intercomm_create", "intercomm", nullptr},
-      {"MPI_Intercomm_merge", "merge", nullptr},
-      {"ncclCommSplit", "split", "color"},
-  };
-  for (const Entry& e : kVerbs) {
+  for (const CommVerb& e : CommVerbs()) {
     if (api == e.api) return {e.verb, e.argument};
   }
   if (api.rfind("ncclCommInit", 0) == 0) return {"nccl", nullptr};
@@ -54,6 +31,27 @@ std::string Hex(uint64_t v) {
 }
 
 }  // namespace
+
+std::span<const CommVerb> CommVerbs() {
+  static const CommVerb kVerbs[] = {
+      {"MPI_Comm_dup", "dup", nullptr},
+      {"MPI_Comm_idup", "dup", nullptr},
+      {"MPI_Comm_dup_with_info", "dup", nullptr},
+      {"MPI_Comm_split", "split", "color"},
+      {"MPI_Comm_split_type", "split_type", "type"},
+      {"MPI_Comm_create", "create", nullptr},
+      {"MPI_Comm_create_group", "create_group", nullptr},
+      {"MPI_Cart_create", "cart", nullptr},
+      {"MPI_Cart_sub", "cart_sub", nullptr},
+      {"MPI_Graph_create", "graph", nullptr},
+      {"MPI_Dist_graph_create", "dist_graph", nullptr},
+      {"MPI_Dist_graph_create_adjacent", "dist_graph", nullptr},
+      {"MPI_Intercomm_create", "intercomm", nullptr},
+      {"MPI_Intercomm_merge", "merge", nullptr},
+      {"ncclCommSplit", "split", "color"},
+  };
+  return kVerbs;
+}
 
 void CommLineage::Add(const CommRecord& r, int32_t world_rank) {
   auto [it, inserted] = nodes_.try_emplace(r.id);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +23,19 @@
 #include "analysis/rank_set.h"
 
 namespace replay::analysis {
+
+// How a reader calls what a communicator-creating function made ("dup",
+// "split") and which of its arguments is worth showing ("color"). Names other
+// than these: "nccl" for NCCL's initialisations, MPI_Comm_<verb>'s <verb>, the
+// function's name. Every function named here is one the recorder's tables
+// (interpose/*_api.def) record as creating a communicator; comm_lineage_test
+// holds them to it.
+struct CommVerb {
+  const char* api;
+  const char* verb;
+  const char* argument;  // null: none shown
+};
+std::span<const CommVerb> CommVerbs();
 
 struct CommNode {
   uint64_t id = 0;
