@@ -148,8 +148,7 @@ int Run(const std::string& dir, bool json) {
   std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), dir.c_str());
   if (t.manifest()) {
     const JobManifest& m = *t.manifest();
-    std::string cmd;
-    for (const auto& a : m.command) cmd += (cmd.empty() ? "" : " ") + a;
+    std::string cmd = CommandText(m.command);
     std::printf("  recorded %s by %s on %s, level %s, uuid %s\n", WallTime(m.created_realtime_ns).c_str(),
                 m.recorder.empty() ? "replay" : m.recorder.c_str(), m.host.c_str(),
                 std::string(LevelName(m.level)).c_str(), UuidToString(m.trace_uuid).c_str());

@@ -101,6 +101,15 @@ void WaitForRanks(const std::string& dir, int max_ms) {
 
 void PrintSummary(const std::string& dir) {
   auto t = TraceReader::Open(dir);
+  if (!t.ok() && t.status().code() == Status::Code::kUnavailable) {
+    // The manifest `record` wrote and no rank: the command ran under the
+    // recorder and never made a call it records.
+    std::fprintf(stderr,
+                 "replay: nothing recorded: no process of the command made an MPI, NCCL or CUDA call "
+                 "(%s holds only the manifest)\n",
+                 dir.c_str());
+    return;
+  }
   if (!t.ok()) {
     std::fprintf(stderr, "replay record: no trace in %s: %s\n", dir.c_str(), t.status().message().c_str());
     return;
@@ -170,13 +179,11 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
       !ms.ok()) {
     return Fail("record", ms);
   }
-  std::string joined;
-  for (const std::string& a : command) joined += (joined.empty() ? "" : "\x1f") + a;
   PreloadInterposer(lib);
   setenv("REPLAY_DIR", dir.c_str(), 1);
   setenv("REPLAY_LEVEL", level.c_str(), 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(uuid).c_str(), 1);
-  setenv("REPLAY_COMMAND", joined.c_str(), 1);
+  setenv("REPLAY_COMMAND", JoinCommand(command).c_str(), 1);
   // Open MPI forwards these to ranks on other hosts: the preload, and every
   // setting that is set (the ones above always are).
   std::string forward = "LD_PRELOAD;REPLAY_COMMAND";

@@ -130,5 +130,20 @@ TEST_CASE("diff lists ranks present in only one trace and settings that differ",
   CHECK(d.settings[0] == "rank 0 env NCCL_ALGO: <unset> in A, 'ring' in B");
 }
 
+TEST_CASE("diff shows two recorded commands as commands", "[analysis]") {
+  testing::TempDir a, b;
+  for (auto [dir, np] : {std::pair{a.path(), "2"}, std::pair{b.path(), "4"}}) {
+    SyntheticJob job(dir, 1, [np = std::string(np)](int, RankHeader* h) {
+      h->environment.push_back({"REPLAY_COMMAND", JoinCommand({"mpirun", "-np", np, "./train", "--tag", "a b"})});
+    });
+    job.InitAll();
+    job.FinalizeAll();
+  }
+  DiffReport d = Diff(a.path(), b.path());
+  REQUIRE(d.settings.size() == 1);
+  CHECK(d.settings[0] ==
+        "rank 0 env REPLAY_COMMAND: 'mpirun -np 2 ./train --tag 'a b'' in A, 'mpirun -np 4 ./train --tag 'a b'' in B");
+}
+
 }  // namespace
 }  // namespace replay

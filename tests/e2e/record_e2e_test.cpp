@@ -490,6 +490,17 @@ TEST_CASE("processes that never communicate are untouched by the preload", "[e2e
   CHECK(access((tmp / "t").c_str(), F_OK) != 0);
 }
 
+TEST_CASE("record says plainly when the command made no call it records", "[e2e]") {
+  TempDir tmp;
+  RunResult r = Run(testing::Replay() + " record -o " + (tmp / "t") + " -- python3 -c 'print(1)'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("1\n") == 0);  // the command's own output, unchanged
+  CHECK(r.output.find("nothing recorded: no process of the command made an MPI, NCCL or CUDA call") !=
+        std::string::npos);
+  CHECK(r.output.find("is it running under replay") == std::string::npos);
+}
+
 TEST_CASE("a full disk turns recording off with one warning, the job unchanged", "[e2e]") {
   TempDir tmp;
   std::string mnt = tmp / "small";

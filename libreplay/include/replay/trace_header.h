@@ -90,6 +90,18 @@ struct JobManifest {
   std::string damage;  // as RankHeader::damage
 };
 
+// REPLAY_COMMAND, which `replay record` sets for the ranks it starts: the
+// command's words separated by this (ASCII unit separator).
+inline constexpr char kCommandSeparator = '\x1f';
+std::string JoinCommand(const std::vector<std::string>& words);
+std::vector<std::string> SplitCommand(std::string_view joined);
+// A command as a person would type it: words joined by spaces, each quoted
+// where a POSIX shell would need it ("mpirun -np 4 ./train 'a b'").
+std::string CommandText(const std::vector<std::string>& words);
+// The value of environment variable `key` as a person reads it: REPLAY_COMMAND
+// as CommandText, anything else as it is.
+std::string EnvValueText(std::string_view key, std::string_view value);
+
 // Encodings as stored in `header` and `manifest` (a framed, checksummed block).
 std::string EncodeRankHeader(const RankHeader& header);
 Result<RankHeader> DecodeRankHeader(std::span<const uint8_t> file, const std::string& what);

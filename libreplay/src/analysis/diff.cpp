@@ -242,8 +242,8 @@ void CompareSettings(const RankHeader& a, const RankHeader& b, std::vector<std::
     for (const std::string& k : keys) {
       if (IsPerRunSetting(k)) continue;
       auto ix = mx.find(k), iy = my.find(k);
-      std::string vx = ix == mx.end() ? "<unset>" : "'" + ix->second + "'";
-      std::string vy = iy == my.end() ? "<unset>" : "'" + iy->second + "'";
+      std::string vx = ix == mx.end() ? "<unset>" : "'" + EnvValueText(k, ix->second) + "'";
+      std::string vy = iy == my.end() ? "<unset>" : "'" + EnvValueText(k, iy->second) + "'";
       if (vx != vy) out->push_back(std::string(what) + " " + k + ": " + vx + " in A, " + vy + " in B");
     }
   };

@@ -146,15 +146,8 @@ Status Recorder::Start() {
   o.manifest.world_size = launcher.world_size;
   o.manifest.recorder = std::string("replay ") + Version();
   if (const char* cmd = std::getenv("REPLAY_COMMAND")) {
-    // Set by `replay record`: the command as the user typed it, NUL-separated.
-    std::string all = cmd;
-    size_t start = 0;
-    while (start < all.size()) {
-      size_t end = all.find('\x1f', start);
-      if (end == std::string::npos) end = all.size();
-      o.manifest.command.push_back(all.substr(start, end - start));
-      start = end + 1;
-    }
+    // Set by `replay record`: the command as the user typed it.
+    o.manifest.command = SplitCommand(cmd);
   }
   o.on_failure = [](const Status& s) {
     Warn("recording stopped: " + s.message() + "; the program continues unrecorded");

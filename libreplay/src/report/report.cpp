@@ -234,8 +234,7 @@ class HtmlPage {
     if (trace_.manifest()) {
       const JobManifest& m = *trace_.manifest();
       out_ << " · recorded " << Esc(Utc(m.created_realtime_ns)) << " · level " << Esc(std::string(LevelName(m.level)));
-      std::string cmd;
-      for (const std::string& a : m.command) cmd += (cmd.empty() ? "" : " ") + a;
+      std::string cmd = CommandText(m.command);
       if (!cmd.empty()) out_ << "</p><p class=\"sub mono\">" << Esc(cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd);
     }
     out_ << "</p></header>\n";
@@ -569,8 +568,7 @@ std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& re
   if (report.world_size > 0 && static_cast<size_t>(report.world_size) != report.ranks.size()) md << " of " << report.world_size;
   md << ")\n\n";
   if (trace.manifest() && !trace.manifest()->command.empty()) {
-    std::string cmd;
-    for (const std::string& a : trace.manifest()->command) cmd += (cmd.empty() ? "" : " ") + a;
+    std::string cmd = CommandText(trace.manifest()->command);
     md << "Command: `" << (cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd) << "`\n\n";
   }
   for (size_t i = 0; i < n; ++i) {

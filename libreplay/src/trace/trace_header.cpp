@@ -5,6 +5,8 @@
 #include <kj/exception.h>
 #include <sys/random.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -75,6 +77,50 @@ std::optional<Level> ParseLevel(std::string_view name) {
   if (name == "hash") return Level::kHash;
   if (name == "data") return Level::kData;
   return std::nullopt;
+}
+
+std::string JoinCommand(const std::vector<std::string>& words) {
+  std::string joined;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) joined += kCommandSeparator;
+    joined += words[i];
+  }
+  return joined;
+}
+
+std::vector<std::string> SplitCommand(std::string_view joined) {
+  std::vector<std::string> words;
+  size_t start = 0;
+  while (start < joined.size()) {
+    size_t end = joined.find(kCommandSeparator, start);
+    if (end == std::string_view::npos) end = joined.size();
+    words.emplace_back(joined.substr(start, end - start));
+    start = end + 1;
+  }
+  return words;
+}
+
+std::string CommandText(const std::vector<std::string>& words) {
+  auto plain = [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("@%+=:,./-_", c) != nullptr;
+  };
+  std::string text;
+  for (const std::string& w : words) {
+    if (!text.empty()) text += ' ';
+    if (!w.empty() && std::all_of(w.begin(), w.end(), plain)) {
+      text += w;
+      continue;
+    }
+    text += '\'';
+    for (char c : w) text += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    text += '\'';
+  }
+  return text;
+}
+
+std::string EnvValueText(std::string_view key, std::string_view value) {
+  if (key == "REPLAY_COMMAND") return CommandText(SplitCommand(value));
+  return std::string(value);
 }
 
 std::string_view CloseReasonName(CloseReason reason) {
