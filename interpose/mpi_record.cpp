@@ -71,7 +71,8 @@ DataType NamedType(const char* name, int size) {
 
 TypeInfo DescribeUncached(MPI_Datatype t, int depth);
 
-// Hash of a derived type's construction, and its single basic type if it has one.
+// Hash of a derived type's construction (combiners, counts and basic types),
+// and its single basic type if it has one.
 uint64_t Signature(MPI_Datatype t, int depth, DataType* base) {
   const MpiAbi& abi = Abi();
   int ni = 0, na = 0, nd = 0, comb = 0;
@@ -91,8 +92,10 @@ uint64_t Signature(MPI_Datatype t, int depth, DataType* base) {
   if (abi.Type_get_contents(t, ni, na, nd, ints.data(), aints.data(), types.data()) != MPI_SUCCESS) {
     return 0;
   }
+  // The byte displacements and extents (the address arguments) are layout, not
+  // signature, and often taken from the addresses of the program's buffers,
+  // which differ from run to run: they are left out.
   uint64_t h = Hash64(ints.data(), ints.size() * sizeof(int), static_cast<uint64_t>(comb));
-  h = HashCombine(h, Hash64(aints.data(), aints.size() * sizeof(MPI_Aint)));
   for (MPI_Datatype child : types) {
     h = HashCombine(h, Signature(child, depth + 1, base));
     int cni, cna, cnd, ccomb;

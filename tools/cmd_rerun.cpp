@@ -12,6 +12,7 @@
 
 #include "command.h"
 #include "launch.h"
+#include "record/program_identity.h"
 #include "replay/event_format.h"
 #include "replay/oracle.h"
 #include "replay/rerun_state.h"
@@ -88,6 +89,61 @@ void ForgetLauncher() {
   for (const std::string& n : names) unsetenv(n.c_str());
 }
 
+// The program a rank ran, as the preload recognises it.
+ProgramIdentity RecordedProgram(const RankHeader& h) { return ProgramIdentity{h.executable, h.build_id, h.command_line}; }
+
+// The arguments a launcher line gives the recorded program: those after the
+// first word that names it (`mpirun -np 4 ./train --lr 0.3` gives `--lr 0.3`).
+std::vector<std::string> ArgsInLauncherLine(const std::vector<std::string>& line,
+                                            const std::vector<ProgramIdentity>& programs) {
+  for (size_t i = 0; i < line.size(); ++i) {
+    for (const ProgramIdentity& p : programs) {
+      if (p.argv.empty()) continue;
+      std::string word = Basename(line[i]);
+      if (word == Basename(p.argv[0]) || (!p.executable.empty() && word == Basename(p.executable))) {
+        return std::vector<std::string>(line.begin() + static_cast<long>(i) + 1, line.end());
+      }
+    }
+  }
+  return {};
+}
+
+// The processes that ran under the preload without being served (see
+// rerun_state.h), as report lines; the file is removed.
+std::vector<std::string> NotServed(const std::string& path) {
+  std::vector<std::string> out;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char line[8192];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      std::string l = line;
+      if (!l.empty() && l.back() == '\n') l.pop_back();
+      size_t a = l.find('\t');
+      size_t b = a == std::string::npos ? a : l.find('\t', a + 1);
+      if (b == std::string::npos) continue;
+      out.push_back("pid " + l.substr(0, a) + ": " + l.substr(b + 1) + " (" + l.substr(a + 1, b - a - 1) + ")");
+    }
+    std::fclose(f);
+  }
+  unlink(path.c_str());
+  return out;
+}
+
+// No process of the command ran the recorded program: say what ran instead.
+int NothingServed(const std::string& who, const ProgramIdentity& recorded, const std::vector<std::string>& others,
+                  const std::string& example) {
+  std::string msg = "no process of the command ran the program " + who + " ran, so nothing was re-run\n  recorded: " +
+                    recorded.Describe();
+  if (others.empty()) {
+    msg += "\n  no process of the command made a call the recording could serve";
+  } else {
+    msg += "\n  ran instead:";
+    for (const std::string& o : others) msg += "\n    " + o;
+  }
+  msg += "\n  run the recorded program with its recorded arguments (or give yours to it), e.g. `" + example + "`";
+  std::fprintf(stderr, "replay rerun: %s\n", msg.c_str());
+  return kExitBadInput;
+}
+
 // The index of the last event that starts a call in the recording.
 int64_t LastCallIndex(const Oracle& o) {
   for (auto it = o.events().rbegin(); it != o.events().rend(); ++it) {
@@ -114,14 +170,21 @@ int RunAll(const Options& opt) {
   if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");
   auto state_dir = CreateRerunStateDir();
   if (!state_dir.ok()) return Fail("rerun", state_dir.status());
+  // Every program the ranks ran (one, unless the job was MPMD).
+  std::vector<ProgramIdentity> programs;
+  for (const RankEntry& e : (*trace)->ranks()) {
+    if (!e.header_ok || e.header.command_line.empty()) continue;
+    ProgramIdentity p = RecordedProgram(e.header);
+    bool seen = false;
+    for (const ProgramIdentity& q : programs) seen = seen || (q.build_id == p.build_id && q.argv == p.argv);
+    if (!seen) programs.push_back(p);
+  }
   RerunRequest request;
   request.mode = RerunMode::kAllRanks;
   request.trace_dir = AbsolutePath(opt.dir);
   request.state = *state_dir;
-  if (!(*trace)->ranks().empty() && (*trace)->ranks()[0].header_ok &&
-      !(*trace)->ranks()[0].header.command_line.empty()) {
-    request.program = Basename((*trace)->ranks()[0].header.command_line[0]);
-  }
+  request.programs = EncodeIdentities(programs);
+  request.args = EncodeArgs(ArgsInLauncherLine(opt.command, programs));
   PreloadInterposer(lib);
   std::string forward = "LD_PRELOAD";
   for (const std::string& name : request.Export()) forward += ";" + name;
@@ -140,6 +203,7 @@ int RunAll(const Options& opt) {
     std::optional<RerunState> st = TakeRerunState(RerunStatePath(*state_dir, e.rank));
     results.push_back(RankResult{e.rank, st.value_or(RerunState{}), st.has_value()});
   }
+  std::vector<std::string> others = NotServed(RerunNotServedPath(*state_dir, true));
   rmdir(state_dir->c_str());
   const RankResult* first = nullptr;
   std::vector<int> missing;
@@ -160,6 +224,11 @@ int RunAll(const Options& opt) {
       }
     }
     return kExitFindings;
+  }
+  if (!missing.empty() && missing.size() == results.size() && !programs.empty()) {
+    return NothingServed("the ranks", programs.front(), others,
+                         "replay rerun " + opt.dir + " --all -- mpirun -np " + std::to_string(results.size()) + " " +
+                             Join(programs.front().argv));
   }
   if (!missing.empty()) {
     std::string m;
@@ -218,8 +287,12 @@ int Run(const Options& opt) {
   request.trace_dir = AbsolutePath(opt.dir);
   request.rank = opt.rank;
   request.state = *state_path;
-  // The executable to serve; other processes under the preload pass through.
-  request.program = Basename(recorded.empty() ? opt.command[0] : recorded[0]);
+  // The program to serve; other processes under the preload pass through.
+  const ProgramIdentity program = RecordedProgram(o.header());
+  if (!recorded.empty()) {
+    request.programs = EncodeIdentities({program});
+    request.args = EncodeArgs(std::vector<std::string>(opt.command.begin() + 1, opt.command.end()));
+  }
   request.stop_at = opt.stop_at;
   request.from_mark = opt.from_mark;
   request.Export();
@@ -227,7 +300,12 @@ int Run(const Options& opt) {
   int status = RunAndWait(opt.command);
   const int start_errno = errno;
   RerunState st = TakeRerunState(*state_path).value_or(RerunState{});
+  std::vector<std::string> others = NotServed(RerunNotServedPath(*state_path, false));
   if (status < 0) return Fail("rerun", std::string("cannot start the command: ") + std::strerror(start_errno));
+  if (st.pid == 0 && !recorded.empty() && LastCallIndex(o) >= 0) {
+    return NothingServed("rank " + std::to_string(opt.rank), program, others,
+                         "replay rerun " + opt.dir + " --rank " + std::to_string(opt.rank) + " -- " + Join(recorded));
+  }
 
   const std::string who = "rank " + std::to_string(opt.rank);
   auto verdict = [&](bool ok, const std::string& text) {

@@ -233,3 +233,69 @@ TEST_CASE("a data window keeps a long job affordable and re-runnable from its la
 
 }  // namespace
 }  // namespace replay
+
+namespace replay {
+namespace {
+
+using testing::TestProgram;
+
+std::string EarlyEntropy() { return TestProgram("mpi_early_entropy"); }
+
+TEST_CASE("entropy a library draws as it loads, before the preload's constructors, is served", "[e2e]") {
+  TempDir tmp;
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + Mpirun(2) + " " + EarlyEntropy());
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  REQUIRE(Grep(rec.output, "rank 1 of 2").size() == 1);
+  RunResult one = Run(Replay() + " rerun " + (tmp / "t") + " --rank 1 -- " + EarlyEntropy());
+  INFO(one.output);
+  CHECK(one.exit_code == 0);
+  CHECK(Grep(one.output, "rank 1 of 2") == Grep(rec.output, "rank 1 of 2"));
+  RunResult all = Run(Replay() + " rerun " + (tmp / "t") + " --all -- " + Mpirun(2) + " " + EarlyEntropy());
+  INFO(all.output);
+  CHECK(all.exit_code == 0);
+  CHECK(Grep(all.output, "reproduced identically").size() == 1);
+  CHECK(Sorted(Grep(all.output, " of 2: ")) == Sorted(Grep(rec.output, " of 2: ")));
+}
+
+TEST_CASE("the recorded program is served however the command reaches it", "[e2e]") {
+  TempDir tmp;
+  // Recorded through a symlink with another name, as /usr/bin/python3 runs python3.11.
+  REQUIRE(Run("ln -s " + EarlyEntropy() + " " + (tmp / "linked")).exit_code == 0);
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + Mpirun(2) + " " +
+                      (tmp / "linked") + " --steps 1");
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  const auto want = Grep(rec.output, "rank 0 of 2");
+  REQUIRE(want.size() == 1);
+  // A wrapper script that execs it, and `env`.
+  REQUIRE(Run("printf '#!/bin/sh\\nexec " + EarlyEntropy() + " \"$@\"\\n' > " + (tmp / "wrap.sh") + " && chmod +x " +
+              (tmp / "wrap.sh"))
+              .exit_code == 0);
+  for (const std::string& how : {EarlyEntropy(), tmp / "wrap.sh", "env EXTRA=1 " + EarlyEntropy()}) {
+    RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --rank 0 -- " + how + " --steps 1");
+    INFO(how << "\n" << re.output);
+    CHECK(re.exit_code == 0);
+    CHECK(Grep(re.output, "rank 0 of 2") == want);
+  }
+}
+
+TEST_CASE("a re-run that reaches no process of the recorded program says what ran instead", "[e2e]") {
+  TempDir tmp;
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + Mpirun(2) + " " + EarlyEntropy() +
+                      " --steps 1");
+  REQUIRE(rec.exit_code == 0);
+  // The program itself, but started by a shell with other arguments than
+  // recorded or given: it runs unserved, and the re-run says so.
+  RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --rank 1 -- sh -c '" + EarlyEntropy() + " --steps 2'");
+  INFO(re.output);
+  CHECK(re.exit_code == 2);
+  CHECK(Grep(re.output, "no process of the command ran the program rank 1 ran").size() == 1);
+  CHECK(Grep(re.output, "recorded: ").size() == 1);
+  auto instead = Grep(re.output, "--steps 2` (other arguments)");
+  CHECK(instead.size() == 1);
+  CHECK(Grep(re.output, "after event #-1").empty());
+}
+
+}  // namespace
+}  // namespace replay

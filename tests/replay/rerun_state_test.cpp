@@ -23,11 +23,12 @@ TEST_CASE("a re-run request goes through the environment unchanged", "[replay]")
   sent.trace_dir = "/traces/job 1";
   sent.rank = 3;
   sent.state = "/tmp/replay-rerun-abc";
-  sent.program = "train";
+  sent.programs = "/work/train\x1f" "ab12\x1f" "./train\x1f" "--steps\x1f" "3";
+  sent.args = "--steps\x1f" "4";
   sent.stop_at = 1200;
   sent.from_mark = "checkpoint=40";
   std::vector<std::string> names = sent.Export();
-  CHECK(names.size() == 7);
+  CHECK(names.size() == 8);
   RerunRequest got = RerunRequest::FromEnvironment();
 #define REPLAY_RERUN_SAME_(field, type, name, doc) CHECK(got.field == sent.field);
   REPLAY_RERUN_VARIABLES(REPLAY_RERUN_SAME_)
@@ -49,7 +50,7 @@ TEST_CASE("a request leaves unset what it does not say, and says which variables
   CHECK(got.all_ranks());
   CHECK(got.rank == -1);
   CHECK(got.stop_at == -1);
-  CHECK(got.program.empty());
+  CHECK(got.programs.empty());
   ClearRequest();
 }
 

@@ -53,7 +53,9 @@ enum class RerunMode : int32_t {
   X(trace_dir, std::string, "REPLAY_RERUN_TRACE", "the trace directory, absolute")                     \
   X(rank, int64_t, "REPLAY_RERUN_RANK", "one rank alone: which")                                       \
   X(state, std::string, "REPLAY_RERUN_STATE", "the state file (one rank) or directory (every rank)")   \
-  X(program, std::string, "REPLAY_RERUN_PROGRAM", "the executable's file name; other processes pass through") \
+  X(programs, std::string, "REPLAY_RERUN_PROGRAMS",                                                    \
+    "the recorded programs (record/program_identity.h); processes running none pass through")          \
+  X(args, std::string, "REPLAY_RERUN_ARGS", "the arguments the user gave the program, which also count")  \
   X(stop_at, int64_t, "REPLAY_RERUN_STOP_AT", "the recorded event to stop at")                         \
   X(from_mark, std::string, "REPLAY_RERUN_FROM_MARK", "NAME=VALUE: the recording is served from that mark on")
 
@@ -90,7 +92,7 @@ struct RerunState {
   char magic[8];
   int64_t last_index;   // last recorded event served, -1 before any
   int32_t verdict;      // RerunVerdict; 0 while running
-  int32_t reserved;
+  int32_t pid;          // the served process; 0 until one starts serving
   int64_t diverged_index;    // --all: the recorded event of the first divergence
   int64_t diverged_time_ns;  // its time in the recording (ns since the rank started)
   char message[4056];        // NUL-terminated
@@ -104,6 +106,12 @@ std::string RerunStatePath(const std::string& dir, int32_t rank);
 // empty directory for the ranks' files (every rank) in /tmp; returns its path.
 Result<std::string> CreateRerunStateFile();
 Result<std::string> CreateRerunStateDir();
+
+// Processes of the command that do not run the recorded program are not
+// served; each appends a line "PID<TAB>WHY<TAB>PROGRAM" to this file (beside
+// the state file, or in the state directory with --all), so that a re-run that
+// served nothing can say what ran instead.
+std::string RerunNotServedPath(const std::string& state, bool all_ranks);
 
 // Reads a state file and removes it; nullopt when there is none (the program
 // never started serving) or it is short.

@@ -56,6 +56,8 @@ struct RankHeader {
   KeyValues versions;
   KeyValues environment;
   std::vector<std::string> command_line;
+  std::string executable;  // resolved path of the program run; empty in older traces
+  std::string build_id;    // its GNU build id (hex); empty if none
   uint32_t cores = 0;
   std::vector<std::string> api_names;
   std::vector<Module> modules;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "record/context.h"
+#include "record/program_identity.h"
 #include "replay/version.h"
 #include "trace/format.h"
 #include "util/clock.h"
@@ -140,6 +141,8 @@ Status Recorder::Start() {
   h.versions = {{"replay", Version()}, {"trace_epoch", std::to_string(TraceEpoch())}};
   h.environment = EnvironmentSnapshot(settings_.EnvPrefixes());
   h.command_line = CommandLine();
+  h.executable = ExecutablePath();
+  h.build_id = ExecutableBuildId();
   h.cores = OnlineCores();
   if (g_api_names != nullptr) h.api_names = *g_api_names;
   h.modules = LoadedModules();

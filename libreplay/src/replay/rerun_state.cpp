@@ -92,6 +92,10 @@ std::optional<RerunState> TakeRerunState(const std::string& path) {
   return st;
 }
 
+std::string RerunNotServedPath(const std::string& state, bool all_ranks) {
+  return state + (all_ranks ? "/not-served" : ".not-served");
+}
+
 RerunState* MapRerunState(const std::string& path) {
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
@@ -102,6 +106,7 @@ RerunState* MapRerunState(const std::string& path) {
       st = static_cast<RerunState*>(p);
       std::memcpy(st->magic, kRerunStateMagic, sizeof(st->magic));
       st->last_index = -1;
+      st->pid = getpid();
     }
   }
   close(fd);

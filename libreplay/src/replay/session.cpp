@@ -11,13 +11,13 @@
 #include <mutex>
 
 #include "record/context.h"
+#include "record/program_identity.h"
 #include "replay/event_format.h"
 
 namespace replay::rerun {
 
 namespace internal {
-// Read when the preload loads, so Active() costs one load on every call.
-bool g_active = false;
+std::atomic<int> g_mode{0};
 bool g_all = false;
 }  // namespace internal
 
@@ -30,18 +30,30 @@ bool g_failed = false;
 
 thread_local uint32_t t_thread __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
 
-void InForkedChild() { internal::g_active = false; }
+void InForkedChild() { internal::g_mode.store(2); }
 
-// Whether this is the program `replay rerun` named (by its file name).
-bool IsProgram(const std::string& program) {
-  if (program.empty()) return true;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return true;
-  exe[n] = '\0';
-  const char* base = std::strrchr(exe, '/');
-  base = base != nullptr ? base + 1 : exe;
-  return program == base;
+// Who ran but was not served, for `replay rerun`'s report when nothing was.
+void NoteNotServed(const RerunRequest& request, const ProgramIdentity& me, const std::string& why) {
+  if (request.state.empty()) return;
+  int fd = open(RerunNotServedPath(request.state, request.all_ranks()).c_str(),
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  std::string line = std::to_string(getpid()) + "\t" + why + "\t" + me.Describe() + "\n";
+  (void)!write(fd, line.data(), line.size());
+  close(fd);
+}
+
+// Whether this process runs a program the request names.
+bool RunsRecordedProgram(const RerunRequest& request) {
+  if (request.programs.empty()) return true;
+  std::vector<std::string> given = DecodeArgs(request.args);
+  std::vector<ProgramIdentity> recorded = DecodeIdentities(request.programs);
+  ProgramIdentity me = ThisProcess();
+  for (const ProgramIdentity& r : recorded) {
+    if (replay::RunsRecordedProgram(me, r, given)) return true;
+  }
+  NoteNotServed(request, me, recorded.empty() ? "" : WhyNotRecordedProgram(me, recorded.front(), given));
+  return false;
 }
 
 bool Debugged() {
@@ -65,13 +77,23 @@ void CopyMessage(RerunState* st, const std::string& message) {
 }  // namespace
 
 void Detect() {
+  if (std::getenv("REPLAY_MODE") != nullptr) pthread_atfork(nullptr, nullptr, InForkedChild);
+}
+
+bool internal::Decide() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (int mode = g_mode.load(); mode != 0) return mode == 1;
   RerunRequest request = RerunRequest::FromEnvironment();
-  if (request.mode == RerunMode::kNone || !IsProgram(request.program)) return;
+  if (request.mode == RerunMode::kNone || !RunsRecordedProgram(request)) {
+    g_mode.store(2, std::memory_order_release);
+    return false;
+  }
   g_request = new RerunRequest(std::move(request));
-  internal::g_all = g_request->all_ranks();
-  internal::g_active = true;
-  pthread_atfork(nullptr, nullptr, InForkedChild);
+  g_all = g_request->all_ranks();
   std::atexit(Session::AtExit);
+  g_mode.store(1, std::memory_order_release);
+  return true;
 }
 
 void Session::Start() {
@@ -103,7 +125,7 @@ void Session::Start() {
 }
 
 Session* Get() {
-  if (!internal::g_active) return nullptr;
+  if (!Active()) return nullptr;
   std::call_once(g_once, [] { (new Session())->Start(); });
   if (g_failed || g_session == nullptr || g_session->oracle_ == nullptr) return nullptr;
   return g_session;

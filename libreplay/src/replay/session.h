@@ -41,20 +41,31 @@ namespace replay::rerun {
 
 using Verdict = RerunVerdict;
 
-// Reads the request from the environment. Only the recorded program is
-// served: not the helpers MPI starts (a singleton's daemon), not a debugger it
-// runs under, not its forked children (which were not recorded either). Called
-// once, when the preload loads; at exit a program still running is recorded
-// as having reproduced its recording.
+// Called when the preload loads: in a process of a re-run, makes forked
+// children pass through (they were not recorded either).
 void Detect();
 
 namespace internal {
-extern bool g_active;
+// 0 not decided yet, 1 this process is served, 2 it is not.
+extern std::atomic<int> g_mode;
 extern bool g_all;
+bool Decide();
 }  // namespace internal
 
 // Whether this process re-runs a recording: one load, asked on every call.
-inline bool Active() { return internal::g_active; }
+// Decided at the first call that asks, not when the preload loads, because
+// libraries' constructors (a TLS library drawing entropy as it loads) may run
+// before the preload's own, and what they draw was recorded and is served.
+// Only the recorded program is served (record/program_identity.h): not the
+// launcher, a shell or `env` on the way to it, the helpers MPI starts (a
+// singleton's daemon), a debugger, nor another program of the same
+// interpreter; each of those notes itself in the not-served file. At exit a
+// served program still running is recorded as having reproduced its recording.
+inline bool Active() {
+  int mode = internal::g_mode.load(std::memory_order_acquire);
+  if (__builtin_expect(mode != 0, 1)) return mode == 1;
+  return internal::Decide();
+}
 // Whether every rank re-runs, really communicating (--all), rather than one
 // rank alone.
 inline bool AllRanks() { return internal::g_all; }
@@ -107,6 +118,7 @@ class Session {
   friend Session* Get();
   friend void Stop(Verdict, const std::string&);
   friend void Detect();
+  friend bool internal::Decide();
   Session() = default;
   void Start();
   // The outcome, into the state file.

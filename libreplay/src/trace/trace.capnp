@@ -71,6 +71,8 @@ struct RankHeader {
   eventCount @19 :UInt64;           # events written, set at close
   droppedEvents @20 :UInt64;        # events lost to a full ring (each loss is also a Drop event)
   recordingError @21 :Text;         # why recording stopped early, if it did; empty otherwise
+  executable @22 :Text;             # the program the kernel ran, symlinks resolved (/proc/self/exe); empty if not recorded
+  buildId @23 :Text;                # its GNU build id, lowercase hex; empty if it has none
 }
 
 enum RankState {
@@ -344,7 +346,7 @@ struct Event {
       count @10 :Int64;        # elements (v-collectives: this rank's total, per-rank values in `counts`)
       dtype @11 :DataType;
       dtypeSize @12 :UInt32;   # bytes per element (derived types: packed size)
-      dtypeSig @13 :UInt64;    # derived types: hash of the type signature; 0 for predefined
+      dtypeSig @13 :UInt64;    # derived types: hash of the type signature (constructors, counts, basic types; not byte displacements); 0 for predefined
       redop @14 :RedOp;
       root @15 :Int32;         # rooted collectives; -1 otherwise
       peer @16 :Int32;         # point-to-point peer; -1 any source, -2 MPI_PROC_NULL, -3 none

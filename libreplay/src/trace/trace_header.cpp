@@ -274,6 +274,8 @@ std::string EncodeRankHeader(const RankHeader& h) {
   b.setEventCount(h.event_count);
   b.setDroppedEvents(h.dropped_events);
   b.setRecordingError(T(h.recording_error));
+  b.setExecutable(T(h.executable));
+  b.setBuildId(T(h.build_id));
   return Frame(format::StreamKind::kHeader, format::BlockKind::kHeader, h.trace_uuid, message);
 }
 
@@ -309,6 +311,8 @@ Result<RankHeader> DecodeRankHeader(std::span<const uint8_t> file, const std::st
     h.event_count = r.getEventCount();
     h.dropped_events = r.getDroppedEvents();
     h.recording_error = S(r.getRecordingError());
+    h.executable = S(r.getExecutable());
+    h.build_id = S(r.getBuildId());
   } catch (const kj::Exception& e) {
     return Status::Corruption(what + " does not decode: " + e.getDescription().cStr());
   }
