@@ -402,6 +402,7 @@ MPI_Status* Call::Statuses(MPI_Status* statuses, int n) {
 
 Mode Call::Begin() noexcept {
   if (!guard_.outermost()) return Mode::kPass;
+  NoteProgramThread();
   if (rerun::Active()) {
     session_ = rerun::Get();
     if (session_ == nullptr) return Mode::kPass;

@@ -298,6 +298,7 @@ void CheckForStaticNccl() {
 
 Mode Call::Begin() noexcept {
   if (!guard_.outermost()) return Mode::kPass;
+  NoteProgramThread();
   if (rerun::Active() && !rerun::AllRanks()) {
     session_ = rerun::Get();
     if (session_ == nullptr) return Mode::kPass;

@@ -31,6 +31,9 @@
 namespace replay::interpose {
 
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local signed char t_program_thread __attribute__((tls_model("initial-exec"))) = -1;
+
+bool IsMainThread() { return syscall(SYS_gettid) == getpid(); }
 
 namespace {
 

@@ -116,6 +116,46 @@ uint64_t ServeSeed(std::string_view api, uint64_t call_site) {
   return rerun::Get()->Serve(api, CallForm::kSeed, OpKind::kOther, call_site).first->seed.value;
 }
 
+// Serves a clock reading (`n` bytes into `bytes`, the call's return value in
+// `*rc`) where the recording has one next on this thread; false when it has
+// not, or has another clock there, and the program reads the real clock.
+bool ServeClock(EntropySource source, uint32_t clock, void* bytes, size_t n, int64_t* rc) {
+  rerun::Session& session = *rerun::Get();
+  const std::string_view api = EntropySourceName(source);
+  auto served = session.oracle().Serve(session.ThreadNumber(), api, CallForm::kClock);
+  if (!served.ok()) return false;
+  const Event& e = *served->first;
+  session.CheckStopAt(e, api);
+  session.NoteServed(e);
+  if (e.entropy.source != source || e.entropy.flags != clock || e.text.size() != n) return false;
+  if (bytes != nullptr) std::memcpy(bytes, e.text.data(), n);
+  *rc = e.entropy.rc;
+  return true;
+}
+
+// A clock reading of the program: served where the recording has one,
+// recorded once recording has started (none is kept from before: launchers and
+// shells under the preload read clocks without end and never record).
+// `bytes` holds what the call wrote; `rc` its return value.
+template <typename Real>
+int64_t Clock(EntropySource source, uint32_t clock, void* bytes, size_t n, uint64_t site, Real real) {
+  Guard g;
+  if (!g.outermost() || !ProgramThread()) return real();
+  if (rerun::Active()) {
+    int64_t rc = 0;
+    if (rerun::Get() != nullptr && ServeClock(source, clock, bytes, n, &rc)) return rc;
+    return real();
+  }
+  int64_t rc = real();
+  if (Recorder* r = Recorder::Peek()) {
+    int saved = errno;
+    std::string_view written(static_cast<const char*>(bytes), bytes != nullptr && rc >= 0 ? n : 0);
+    r->Append(EventKind::kEntropy, EntropyEvent{source, clock, n, rc}, site, {}, written);
+    errno = saved;
+  }
+  return rc;
+}
+
 }  // namespace
 
 int Opened(int fd, const char* path) {
@@ -304,6 +344,33 @@ unsigned int On__ZNSt13random_device9_M_getvalEv(RandomDeviceFn real, void* self
   unsigned int v = real(self);
   if (g.outermost()) RecordEntropy(EntropySource::kRandomDevice, &v, sizeof(v), sizeof(v), 0, site);
   return v;
+}
+
+int On_clock_gettime(ClockGettimeFn real, clockid_t clock, struct timespec* tp, uint64_t site) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return static_cast<int>(Clock(EntropySource::kClockGettime, static_cast<uint32_t>(clock), tp, sizeof(*tp), site,
+                                [&] { return static_cast<int64_t>(real(clock, tp)); }));
+}
+
+int On_gettimeofday(GettimeofdayFn real, struct timeval* tv, void* tz, uint64_t site) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return static_cast<int>(Clock(EntropySource::kGettimeofday, 0, tv, tv != nullptr ? sizeof(*tv) : 0, site,
+                                [&] { return static_cast<int64_t>(real(tv, tz)); }));
+}
+
+time_t On_time(TimeFn real, time_t* out, uint64_t site) {
+  if (real == nullptr) return static_cast<time_t>(-1);
+  time_t value = 0;
+  time_t rc = static_cast<time_t>(Clock(EntropySource::kTime, 0, &value, sizeof(value), site,
+                                        [&] { return static_cast<int64_t>(value = real(nullptr)); }));
+  if (out != nullptr && rc != static_cast<time_t>(-1)) *out = rc;
+  return rc;
 }
 
 }  // namespace replay::interpose::rng

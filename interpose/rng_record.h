@@ -7,11 +7,19 @@
 // by the recorder. Entropy read before the first communication call is kept
 // in a small buffer and recorded if the process goes on to be recorded.
 //
+// Clock readings (clock_gettime, gettimeofday, time; MPI_Wtime reads the
+// first) are recorded with what the call wrote, from the first recorded
+// communication call on and on the program's threads only (guard.h), so that
+// a re-run sees the recorded times: programs reduce their timings across
+// ranks, seed generators from the clock and decide by elapsed time.
+//
 // Every function here preserves errno and returns what the real call returned.
 #pragma once
 
 #include <stdio.h>
+#include <sys/time.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +58,13 @@ void On_srand48(Srand48Fn real, long seed, uint64_t site);
 char* On_initstate(InitstateFn real, unsigned int seed, char* state, size_t n, uint64_t site);
 int On_rand_r(RandRFn real, unsigned int* seedp, uint64_t site);
 unsigned int On__ZNSt13random_device9_M_getvalEv(RandomDeviceFn real, void* self, uint64_t site);
+
+using ClockGettimeFn = int (*)(clockid_t, struct timespec*);
+using GettimeofdayFn = int (*)(struct timeval*, void*);
+using TimeFn = time_t (*)(time_t*);
+int On_clock_gettime(ClockGettimeFn real, clockid_t clock, struct timespec* tp, uint64_t site);
+int On_gettimeofday(GettimeofdayFn real, struct timeval* tv, void* tz, uint64_t site);
+time_t On_time(TimeFn real, time_t* out, uint64_t site);
 
 // The open family: notes descriptors opened on a random device.
 int Opened(int fd, const char* path);

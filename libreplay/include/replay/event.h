@@ -73,8 +73,10 @@ std::string_view RedOpName(RedOp op);
 
 enum class EntropySource : uint8_t {
   kGetrandom = 0, kGetentropy, kDevUrandom, kDevRandom, kRandomDevice,
+  kClockGettime, kGettimeofday, kTime,  // clock readings (the bytes the call wrote)
 };
-inline constexpr int kEntropySourceCount = 5;
+inline constexpr int kEntropySourceCount = 8;
+inline bool IsClock(EntropySource s) { return s >= EntropySource::kClockGettime; }
 std::string_view EntropySourceName(EntropySource s);
 
 enum class SeedSource : uint8_t {

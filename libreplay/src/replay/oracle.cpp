@@ -31,11 +31,14 @@ std::string FormName(CallForm form) {
     case CallForm::kEntropy: return "an entropy read";
     case CallForm::kSeed: return "a seed";
     case CallForm::kMark: return "a mark";
+    case CallForm::kClock: return "a clock reading";
   }
   return "a call";
 }
 
 bool IsSetupKind(OpKind kind) { return kind == OpKind::kInit || kind == OpKind::kCommCreate; }
+
+bool IsClockReading(const Event& e) { return e.kind == EventKind::kEntropy && IsClock(e.entropy.source); }
 
 }  // namespace
 
@@ -144,7 +147,8 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
   bool setup = from_mark_ && &c >= setup_.data() && &c < setup_.data() + setup_.size();
   while (c.next < c.events.size()) {
     const Event& e = ev[c.events[c.next]];
-    if (!StartsCall(e)) {
+    // Clock readings the program did not make again are passed by.
+    if (!StartsCall(e) || (form != CallForm::kClock && IsClockReading(e))) {
       ++c.next;
       continue;
     }
@@ -164,11 +168,15 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
                                HowRecordingEnds());
   }
   const Event& first = ev[c.events[c.next]];
+  if (form == CallForm::kClock && !IsClockReading(first)) {
+    return Status::NotFound("the recording has no clock reading here");
+  }
   bool match = false;
   switch (form) {
     case CallForm::kOp: match = first.kind == EventKind::kOp && ApiOf(first) == api; break;
     case CallForm::kTest: match = first.kind == EventKind::kTest && ApiOf(first) == api; break;
-    case CallForm::kEntropy: match = first.kind == EventKind::kEntropy; break;
+    case CallForm::kEntropy: match = first.kind == EventKind::kEntropy && !IsClock(first.entropy.source); break;
+    case CallForm::kClock: match = true; break;
     case CallForm::kSeed: match = first.kind == EventKind::kSeed; break;
     case CallForm::kMark: match = first.kind == EventKind::kMark; break;
   }
@@ -180,7 +188,9 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
   call.first = &first;
   ++c.next;
   last_index_ = std::max<int64_t>(last_index_, static_cast<int64_t>(first.index));
-  if (form == CallForm::kEntropy || form == CallForm::kSeed || form == CallForm::kMark) return call;
+  if (form == CallForm::kEntropy || form == CallForm::kSeed || form == CallForm::kMark || form == CallForm::kClock) {
+    return call;
+  }
   // The rest of the call's group: until its return (kOp) or the next call.
   while (c.next < c.events.size()) {
     const Event& e = ev[c.events[c.next]];

@@ -46,6 +46,8 @@ enum class CallForm {
   kEntropy,
   kSeed,
   kMark,
+  kClock,    // a clock reading: served only where the recording has one next,
+             // and recorded readings the program does not make are passed by
 };
 
 struct ServedCall {
@@ -81,7 +83,9 @@ class Oracle {
   // they first make a served call, as the recorder numbered them). `api` is the
   // name the program called and `kind` its operation kind (kOp only). A
   // different call at that point is a kInvalidArgument Status describing both;
-  // the recording having ended there is kUnavailable.
+  // the recording having ended there is kUnavailable. kClock: kNotFound when
+  // the next recorded call of the thread is not a clock reading (the program
+  // reads the clock more often than it did; the reading is its own).
   Result<ServedCall> Serve(uint32_t thread, std::string_view api, CallForm form,
                            OpKind kind = OpKind::kOther);
 

@@ -183,6 +183,9 @@ enum EntropySource {
   devUrandom @2;      # read(2) from /dev/urandom
   devRandom @3;       # read(2) from /dev/random
   randomDevice @4;    # std::random_device
+  clockGettime @5;    # clock_gettime: flags = the clock id, bytes = the struct timespec
+  gettimeofday @6;    # bytes = the struct timeval
+  time @7;            # time(2): bytes = the time_t returned
 }
 
 enum SeedSource {
@@ -463,7 +466,7 @@ struct Event {
     entropy :group {
       source @89 :EntropySource;
       requested @90 :UInt64;   # bytes asked for
-      flags @91 :UInt32;       # getrandom flags
+      flags @91 :UInt32;       # getrandom flags; clock_gettime: the clock id
       bytes @92 :Data;         # bytes returned to the application (length = what the call returned)
       rc @93 :Int64;           # the call's return value
     }

@@ -1,8 +1,11 @@
 // An MPI program whose results depend on entropy a library drew while it was
-// loaded (early_entropy.cpp) and on entropy it draws itself after MPI_Init.
-// Prints, per rank, the entropy and the sum every rank agreed on.
+// loaded (early_entropy.cpp), on entropy it draws itself after MPI_Init and on
+// the clocks (a seed taken from the time, a timing reduced across ranks).
+// Prints, per rank, what it drew and read, and the sum every rank agreed on.
 #include <mpi.h>
 #include <sys/random.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include <cinttypes>
 #include <cstdint>
@@ -17,10 +20,20 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   uint64_t late = 0;
   if (getrandom(&late, sizeof(late), 0) != static_cast<ssize_t>(sizeof(late))) late = 0;
-  uint64_t mine = early_entropy_bytes ^ late, sum = 0;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  timeval tv{};
+  gettimeofday(&tv, nullptr);
+  const double t0 = MPI_Wtime();
+  const uint64_t clocks = static_cast<uint64_t>(ts.tv_nsec) ^ static_cast<uint64_t>(tv.tv_usec) ^
+                          static_cast<uint64_t>(time(nullptr)) ^ static_cast<uint64_t>(t0 * 1e9);
+  uint64_t mine = early_entropy_bytes ^ late ^ clocks, sum = 0;
   MPI_Allreduce(&mine, &sum, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  std::printf("rank %d of %d: early %016" PRIx64 " late %016" PRIx64 " sum %016" PRIx64 "\n", rank, size,
-              early_entropy_bytes, late, sum);
+  double elapsed = MPI_Wtime() - t0, slowest = 0;
+  MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::printf("rank %d of %d: early %016" PRIx64 " late %016" PRIx64 " clocks %016" PRIx64 " sum %016" PRIx64
+              " slowest %a\n",
+              rank, size, early_entropy_bytes, late, clocks, sum, slowest);
   MPI_Finalize();
   return 0;
 }
