@@ -390,6 +390,11 @@ std::atomic<bool> g_warned_abi{false};
 
 // ---------------------------------------------------------------------------
 
+void Call::NoteMatchedMessage(MPI_Message handle, int matched_source, int matched_tag) {
+  std::lock_guard<std::mutex> lock(g_messages_mu);
+  Messages()[reinterpret_cast<uint64_t>(handle)] = MatchedMessage{Handle(comm), matched_source, matched_tag};
+}
+
 MPI_Status* Call::Statuses(MPI_Status* statuses, int n) {
   if (statuses != MPI_STATUSES_IGNORE) {
     statuses_ = statuses;
@@ -413,12 +418,12 @@ Mode Call::Begin() noexcept {
     ctx_.capture = &emitted_;
     recording_ = true;
     if (rerun::AllRanks()) {
-      if (shape_ == Shape::kQuery || !Abi().ok) return mode_ = Mode::kPass;
+      if (shape_ == Shape::kQuery || shape_ == Shape::kTopo || !Abi().ok) return mode_ = Mode::kPass;
       return mode_ = Mode::kForce;
     }
     return mode_ = Mode::kRerun;
   }
-  if (shape_ == Shape::kQuery) return Mode::kPass;
+  if (shape_ == Shape::kQuery || shape_ == Shape::kTopo) return Mode::kPass;
   try {
     rec_ = Recorder::Get();
   } catch (...) {
@@ -757,6 +762,7 @@ void Call::DoEnter() {
       if (type_ptr != nullptr) Types().Drop(*type_ptr);
       return;
     case Shape::kQuery:
+    case Shape::kTopo:
       return;
     case Shape::kRma:
       op_.peer = peer >= 0 ? peer : kNoPeer;
@@ -1169,10 +1175,7 @@ void Call::DoLeave(int rc) {
         int bytes = 0;
         abi.Get_count(status_, abi.datatype_byte, &bytes);
         t.count = bytes;
-        if (message != nullptr && *message != abi.message_null) {
-          std::lock_guard<std::mutex> lock(g_messages_mu);
-          Messages()[reinterpret_cast<uint64_t>(*message)] = MatchedMessage{Handle(comm), t.source, t.tag};
-        }
+        if (message != nullptr && *message != abi.message_null) NoteMatchedMessage(*message, t.source, t.tag);
       }
       Emit(EventKind::kTest, t, call_site_);
       if (flag == nullptr) AppendReturn(rc);
@@ -1192,6 +1195,7 @@ void Call::DoLeave(int rc) {
       return;
     case Shape::kTypeFree:
     case Shape::kQuery:
+    case Shape::kTopo:
       return;
   }
 }

@@ -87,6 +87,7 @@ enum class Shape {
   kColl,
   kTypeFree, kRma,
   kQuery,  // rank and size queries: forwarded when recording, answered when re-running
+  kTopo,   // virtual topology queries: forwarded when recording, answered when a rank re-runs alone
 };
 
 class Call {
@@ -159,6 +160,13 @@ class Call {
   int* argc = nullptr;
   char*** argv = nullptr;
   int* int_out = nullptr;   // rank and size queries
+  // Virtual topologies: the numbers and arrays that create one or ask about
+  // it, in the order of the MPI function's parameters (mpi_api.def).
+  int topo_n = 0;
+  int topo_m = 0;
+  const int* topo_a = nullptr;
+  const int* topo_b = nullptr;
+  int* topo_out[4] = {};
   int required = 0;
   int* provided = nullptr;
   int errorcode = 0;
@@ -192,6 +200,12 @@ class Call {
   int ServeComplete();
   int ServeProbe();
   int ServeQuery();
+  int ServeTopology();
+  // A matched probe's message, for the matched receive that takes it (in a
+  // rank re-run alone every message is MPI_MESSAGE_NO_PROC, taken at once).
+  void NoteMatchedMessage(MPI_Message handle, int matched_source, int matched_tag);
+  void NoteTopology(MPI_Comm created);
+  int ForwardTopology();
   void AppendOp();
   void AppendReturn(int rc);
   void AppendError(int rc);

@@ -2,12 +2,16 @@
 // (one rank alone), or made for real and held to the recorded choices (every
 // rank). The session, and how a re-run stops, are in replay/session.h.
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "mpi_buffers.h"
 #include "mpi_record.h"
 #include "replay/event_format.h"
 #include "replay/session.h"
+#include "replay/topology.h"
 
 namespace replay::interpose {
 namespace mpi {
@@ -141,6 +145,8 @@ int Call::Serve() noexcept {
     switch (shape_) {
       case Shape::kQuery:
         return ServeQuery();
+      case Shape::kTopo:
+        return ServeTopology();
       case Shape::kComplete:
         return ServeComplete();
       case Shape::kProbe:
@@ -177,6 +183,124 @@ int Call::ServeQuery() {
     default: *int_out = cs->remote_size; break;
   }
   return MPI_SUCCESS;
+}
+
+namespace {
+
+// The virtual topologies of the stand-in communicators, by handle.
+std::mutex g_topologies_mu;
+std::unordered_map<uint64_t, Topology>& Topologies() {
+  static auto* t = new std::unordered_map<uint64_t, Topology>();
+  return *t;
+}
+
+std::optional<Topology> TopologyOf(MPI_Comm comm) {
+  std::lock_guard<std::mutex> lock(g_topologies_mu);
+  auto it = Topologies().find(Handle(comm));
+  if (it == Topologies().end()) return std::nullopt;
+  return it->second;
+}
+
+void CopyOut(const std::vector<int>& from, int max, int* to) {
+  for (size_t i = 0; to != nullptr && i < from.size() && static_cast<int>(i) < max; ++i) to[i] = from[i];
+}
+
+}  // namespace
+
+// The topology a creating call gives its new communicator, from the call's
+// own arguments (the same in the re-run as in the recording, or the call
+// diverged).
+void Call::NoteTopology(MPI_Comm created) {
+  std::optional<Topology> t;
+  switch (api_) {
+    case kApi_MPI_Cart_create: t = Topology::Cart(topo_n, topo_a, topo_b); break;
+    case kApi_MPI_Cart_sub:
+      if (auto parent = TopologyOf(comm)) t = Topology::CartSub(*parent, topo_a);
+      break;
+    case kApi_MPI_Graph_create: t = Topology::Graph(topo_n, topo_a, topo_b); break;
+    case kApi_MPI_Dist_graph_create_adjacent: t = Topology::DistGraph(topo_n, topo_a, topo_m, topo_b); break;
+    default: break;
+  }
+  if (!t) return;
+  std::lock_guard<std::mutex> lock(g_topologies_mu);
+  Topologies()[Handle(created)] = std::move(*t);
+}
+
+int Call::ServeTopology() {
+  CommState* cs = ctx_.comms->Find(Handle(comm));
+  if (cs == nullptr) return ForwardTopology();
+  std::optional<Topology> t = TopologyOf(comm);
+  if (api_ == kApi_MPI_Topo_test) {
+    if (topo_out[0] != nullptr) {
+      *topo_out[0] = !t ? MPI_UNDEFINED
+                        : t->kind == Topology::Kind::kCart    ? MPI_CART
+                        : t->kind == Topology::Kind::kGraph   ? MPI_GRAPH
+                                                              : MPI_DIST_GRAPH;
+    }
+    return MPI_SUCCESS;
+  }
+  if (!t) return MPI_ERR_TOPOLOGY;
+  const int me = cs->rank;
+  switch (api_) {
+    case kApi_MPI_Cartdim_get: *topo_out[0] = static_cast<int>(t->dims.size()); break;
+    case kApi_MPI_Cart_get:
+      CopyOut(t->dims, topo_n, topo_out[0]);
+      CopyOut(t->periods, topo_n, topo_out[1]);
+      CopyOut(t->Coords(me), topo_n, topo_out[2]);
+      break;
+    case kApi_MPI_Cart_rank: {
+      int r = t->RankAt(topo_a);
+      if (r < 0) return MPI_ERR_ARG;
+      *topo_out[0] = r;
+      break;
+    }
+    case kApi_MPI_Cart_coords: CopyOut(t->Coords(topo_n), topo_m, topo_out[0]); break;
+    case kApi_MPI_Cart_shift: t->Shift(me, topo_n, topo_m, MPI_PROC_NULL, topo_out[0], topo_out[1]); break;
+    case kApi_MPI_Graphdims_get:
+      *topo_out[0] = static_cast<int>(t->index.size());
+      *topo_out[1] = static_cast<int>(t->edges.size());
+      break;
+    case kApi_MPI_Graph_get:
+      CopyOut(t->index, topo_n, topo_out[0]);
+      CopyOut(t->edges, topo_m, topo_out[1]);
+      break;
+    case kApi_MPI_Graph_neighbors_count: *topo_out[0] = static_cast<int>(t->Neighbors(topo_n).size()); break;
+    case kApi_MPI_Graph_neighbors: CopyOut(t->Neighbors(topo_n), topo_m, topo_out[0]); break;
+    case kApi_MPI_Dist_graph_neighbors_count:
+      *topo_out[0] = static_cast<int>(t->sources.size());
+      *topo_out[1] = static_cast<int>(t->destinations.size());
+      *topo_out[2] = 0;
+      break;
+    case kApi_MPI_Dist_graph_neighbors:
+      CopyOut(t->sources, topo_n, topo_out[0]);
+      CopyOut(t->destinations, topo_m, topo_out[2]);
+      break;
+    default: return ForwardTopology();
+  }
+  return MPI_SUCCESS;
+}
+
+// A communicator the session does not know: MPI answers.
+int Call::ForwardTopology() {
+  using I = int*;
+  switch (api_) {
+    case kApi_MPI_Topo_test:
+    case kApi_MPI_Cartdim_get: return Real<int (*)(MPI_Comm, I)>(api_)(comm, topo_out[0]);
+    case kApi_MPI_Cart_get: return Real<int (*)(MPI_Comm, int, I, I, I)>(api_)(comm, topo_n, topo_out[0], topo_out[1], topo_out[2]);
+    case kApi_MPI_Cart_rank: return Real<int (*)(MPI_Comm, const int*, I)>(api_)(comm, topo_a, topo_out[0]);
+    case kApi_MPI_Cart_coords: return Real<int (*)(MPI_Comm, int, int, I)>(api_)(comm, topo_n, topo_m, topo_out[0]);
+    case kApi_MPI_Cart_shift: return Real<int (*)(MPI_Comm, int, int, I, I)>(api_)(comm, topo_n, topo_m, topo_out[0], topo_out[1]);
+    case kApi_MPI_Graphdims_get: return Real<int (*)(MPI_Comm, I, I)>(api_)(comm, topo_out[0], topo_out[1]);
+    case kApi_MPI_Graph_get: return Real<int (*)(MPI_Comm, int, int, I, I)>(api_)(comm, topo_n, topo_m, topo_out[0], topo_out[1]);
+    case kApi_MPI_Graph_neighbors_count: return Real<int (*)(MPI_Comm, int, I)>(api_)(comm, topo_n, topo_out[0]);
+    case kApi_MPI_Graph_neighbors: return Real<int (*)(MPI_Comm, int, int, I)>(api_)(comm, topo_n, topo_m, topo_out[0]);
+    case kApi_MPI_Dist_graph_neighbors_count:
+      return Real<int (*)(MPI_Comm, I, I, I)>(api_)(comm, topo_out[0], topo_out[1], topo_out[2]);
+    case kApi_MPI_Dist_graph_neighbors:
+      return Real<int (*)(MPI_Comm, int, I, I, int, I, I)>(api_)(comm, topo_n, topo_out[0], topo_out[1], topo_m,
+                                                                  topo_out[2], topo_out[3]);
+    default: return MPI_ERR_INTERN;
+  }
 }
 
 int Call::ServeOp() {
@@ -233,6 +357,7 @@ int Call::ServeOp() {
         if (cc.flags & comm_flags::kInter) remote = cc.size;  // the remote size is not recorded; the local one stands in
         ctx_.comms->Insert(Handle(*newcomm), cc.comm, cc.size, cc.rank,
                            std::vector<int32_t>(e.list.begin(), e.list.end()), remote);
+        if (topology) NoteTopology(*newcomm);
       }
       if (req != nullptr) {
         NullRequest(req, false);
@@ -248,6 +373,8 @@ int Call::ServeOp() {
         MPI_Comm h = *freecomm;
         Real<int (*)(MPI_Comm*)>(kApi_MPI_Comm_free)(freecomm);
         ctx_.comms->Remove(Handle(h));
+        std::lock_guard<std::mutex> lock(g_topologies_mu);
+        Topologies().erase(Handle(h));
       }
       return rc;
     }
@@ -322,6 +449,10 @@ int Call::ServeOp() {
       if (!served.tests.empty()) {
         const TestEvent& t = served.tests.front()->test;
         SetStatus(status_, t.source, t.tag, t.count, abi.datatype_byte, false);
+        if (message != nullptr) {  // MPI_Mprobe: the message the MPI_Mrecv after it takes
+          *message = abi.message_no_proc;
+          NoteMatchedMessage(*message, t.source, t.tag);
+        }
       }
       return rc;
     }
@@ -346,7 +477,10 @@ int Call::ServeProbe() {
   *flag = t.flag ? 1 : 0;
   if (t.flag) {
     SetStatus(status_, t.source, t.tag, t.count, Abi().datatype_byte, false);
-    if (message != nullptr) *message = Abi().message_no_proc;
+    if (message != nullptr) {
+      *message = Abi().message_no_proc;
+      NoteMatchedMessage(*message, t.source, t.tag);
+    }
   }
   return t.rc;
 }
@@ -447,7 +581,8 @@ CallForm FormOf(Shape shape, bool blocking_wait, bool has_flag) {
 }
 
 bool Records(Shape shape) {
-  return shape != Shape::kTypeFree && shape != Shape::kRequestFree && shape != Shape::kQuery;
+  return shape != Shape::kTypeFree && shape != Shape::kRequestFree && shape != Shape::kQuery &&
+         shape != Shape::kTopo;
 }
 
 std::string CompareReturn(const ReturnEvent& now, const ReturnEvent& then) {
@@ -489,8 +624,11 @@ void Call::Prepare() {
   const std::string api = ApiName(api_);
   auto s = o.Serve(session_->ThreadNumber(), api, FormOf(shape_, BlockingWait(), flag != nullptr), kind_);
   if (!s.ok()) {
-    const Event* last = o.events().empty() ? nullptr : &o.events().back();
-    if (last != nullptr) session_->NoteDivergence(*last, s.status().message());
+    // Where the program departed: the call the recording holds next, or its
+    // last event when it has none.
+    const Event* at = o.Upcoming(session_->ThreadNumber());
+    if (at == nullptr && !o.events().empty()) at = &o.events().back();
+    if (at != nullptr) session_->NoteDivergence(*at, s.status().message() + " (" + Site(call_site_) + ")");
     session_->LeaveRecording(s.status().message());
     return;
   }
@@ -499,7 +637,10 @@ void Call::Prepare() {
   if (!emitted_.empty() && emitted_[0].kind == EventKind::kOp && served_->first->kind == EventKind::kOp) {
     std::string diff =
         CompareOps(*session_, emitted_[0].op, served_->first->op, emitted_[0].list, served_->first->list);
-    if (!diff.empty()) session_->NoteDivergence(*served_->first, api + " (" + Site(call_site_) + "): " + diff);
+    if (!diff.empty()) {
+      session_->NoteDivergence(*served_->first, "the program called " + api + " (" + Site(call_site_) + "): " + diff +
+                                                    ". Recorded: " + o.Describe(*served_->first));
+    }
   }
 }
 
@@ -526,7 +667,10 @@ void Call::Finish(int rc) {
         diff = CompareCompletion(e.completion, against->completion);
       }
     }
-    if (!diff.empty()) session_->NoteDivergence(*against, api + " (" + Site(call_site_) + "): " + diff);
+    if (!diff.empty()) {
+      session_->NoteDivergence(*against, "the program called " + api + " (" + Site(call_site_) + "): " + diff +
+                                             ". Recorded: " + session_->oracle().Describe(*against));
+    }
   }
 }
 

@@ -199,11 +199,13 @@ int RunAll(const Options& opt) {
     int rank;
     RerunState st;
     bool found;
+    int64_t started_ns;  // when the rank started recording (realtime), to order divergences across ranks
   };
   std::vector<RankResult> results;
   for (const RankEntry& e : (*trace)->ranks()) {
     std::optional<RerunState> st = TakeRerunState(RerunStatePath(*state_dir, e.rank));
-    results.push_back(RankResult{e.rank, st.value_or(RerunState{}), st.has_value()});
+    results.push_back(RankResult{e.rank, st.value_or(RerunState{}), st.has_value(),
+                                 e.header_ok ? e.header.start_realtime_ns : 0});
   }
   std::vector<std::string> others = NotServed(RerunNotServedPath(*state_dir, true));
   rmdir(state_dir->c_str());
@@ -211,18 +213,21 @@ int RunAll(const Options& opt) {
   std::vector<int> missing;
   for (const RankResult& r : results) {
     if (!r.found) missing.push_back(r.rank);
-    if (r.found && Diverged(r.st) && (first == nullptr || r.st.diverged_time_ns < first->st.diverged_time_ns)) {
+    if (r.found && Diverged(r.st) &&
+        (first == nullptr || r.started_ns + r.st.diverged_time_ns < first->started_ns + first->st.diverged_time_ns)) {
       first = &r;
     }
   }
   std::fprintf(stderr, "replay rerun --all: the command exited with status %d\n", ExitCodeOf(status));
   if (first != nullptr) {
+    // Each rank's first departure: the event, the call made, the call recorded.
     std::fprintf(stderr, "replay rerun: %s\n  first divergence, in recorded time: rank %d at event #%lld: %s\n",
                  Paint(Color::kRed, "diverged").c_str(), first->rank, static_cast<long long>(first->st.diverged_index),
                  first->st.message);
     for (const RankResult& r : results) {
       if (&r != first && r.found && Diverged(r.st)) {
-        std::fprintf(stderr, "  also rank %d at event #%lld\n", r.rank, static_cast<long long>(r.st.diverged_index));
+        std::fprintf(stderr, "  rank %d first departed at event #%lld: %s\n", r.rank,
+                     static_cast<long long>(r.st.diverged_index), r.st.message);
       }
     }
     return kExitFindings;

@@ -1,6 +1,7 @@
 // End-to-end: one rank of a recorded job re-run alone (`replay rerun --rank`).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <regex>
 #include <string>
 
 #include "support/run.h"
@@ -200,6 +201,15 @@ TEST_CASE("rerun --all names the first divergence when a rank computes different
   auto first = Grep(re.output, "first divergence");
   REQUIRE(first.size() == 1);
   CHECK(first[0].find("the data sent differs") != std::string::npos);
+  // Each rank's first departure names the event, the call the program made
+  // and the call the recording holds there, at the same index.
+  std::smatch m;
+  REQUIRE(std::regex_search(first[0], m, std::regex("at event #([0-9]+): the program called (MPI_[A-Za-z]+) .*Recorded: #([0-9]+) op (MPI_[A-Za-z]+)")));
+  CHECK(m[1] == m[3]);
+  CHECK(m[2] == m[4]);
+  auto other = Grep(re.output, "first departed at event #");
+  REQUIRE(other.size() == 1);
+  CHECK(other[0].find("Recorded: #") != std::string::npos);
 }
 
 }  // namespace

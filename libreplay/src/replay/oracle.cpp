@@ -229,6 +229,17 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
   return call;
 }
 
+const Event* Oracle::Upcoming(uint32_t thread) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread >= main_.size()) return nullptr;
+  const Cursor& c = main_[thread];
+  for (size_t i = c.next; i < c.events.size(); ++i) {
+    const Event& e = events()[c.events[i]];
+    if (StartsCall(e) && !IsClockReading(e)) return &e;
+  }
+  return nullptr;
+}
+
 const Event* Oracle::FindCompletion(uint64_t request) const {
   auto it = completions_.find(request);
   return it == completions_.end() ? nullptr : &events()[it->second];

@@ -89,6 +89,11 @@ class Oracle {
   Result<ServedCall> Serve(uint32_t thread, std::string_view api, CallForm form,
                            OpKind kind = OpKind::kOther);
 
+  // The recorded call `thread` is to make next (clock readings passed by), or
+  // null where its recording has ended: where a re-run that departs from the
+  // recording departs.
+  const Event* Upcoming(uint32_t thread);
+
   // The completion of the recorded request `request`, or null if it never completed.
   const Event* FindCompletion(uint64_t request) const;
 
