@@ -13,6 +13,9 @@ packages=(
   libspdlog-dev libfmt-dev
   catch2 libcli11-dev nlohmann-json3-dev
   chromium
+  # The corpus of real MPI programs the end-to-end tests record and re-run
+  # (tests/e2e/corpus_e2e_test.cpp).
+  python3-mpi4py python3-numpy scotch ptscotch
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev)
