@@ -26,9 +26,9 @@ seconds() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N);
 
 # name | environment | set-up | command of one rank
 programs=(
-  "numpy+mpi4py trainer||/usr/bin/python3 $src/tests/e2e/programs/mpi4py_train.py --steps 20"
-  "mpi4py.bench helloworld||/usr/bin/python3 -m mpi4py.bench helloworld"
-  "mpi4py.bench ringtest||/usr/bin/python3 -m mpi4py.bench ringtest -n 1024 -l 200"
+  "numpy+mpi4py trainer|||/usr/bin/python3 $src/tests/e2e/programs/mpi4py_train.py --steps 20"
+  "mpi4py.bench helloworld|||/usr/bin/python3 -m mpi4py.bench helloworld"
+  "mpi4py.bench ringtest|||/usr/bin/python3 -m mpi4py.bench ringtest -n 1024 -l 200"
   "PT-Scotch dgpart|SCOTCH_PTHREAD_NUMBER=1|gmk_m2 80 80 mesh.grf|dgpart $ranks mesh.grf parts.map"
 )
 
