@@ -443,6 +443,9 @@ int Call::ServeOp() {
       r.Add(rbuf, ret.recv_count, rtype);
       Fill(o, r, ret.payload_hash, ret.payload_size, comm, *served.ret);
       SetStatus(status_, ret.source, ret.tag, ret.recv_count, rtype, false);
+      if ((shape_ == Shape::kSendrecv ? source : peer) == kAnySource && ret.source >= 0) {
+        if (CommState* cs = ctx_.comms->Find(Handle(comm))) cs->NextRecv(ret.source);
+      }
       return rc;
     }
     case Shape::kProbe: {
@@ -537,6 +540,11 @@ int Call::ServeComplete() {
       }
     }
     if (!c.cancelled) Fill(o, r, c.payload_hash, c.payload_size, pc, *ce);
+    // A wildcard receive numbers its message by the source it matched, as the
+    // recording did when it completed; later receives from that source count on.
+    if (p->is_recv && p->peer == kAnySource && c.source >= 0) {
+      if (CommState* cs = ctx_.comms->Find(p->comm_handle)) cs->NextRecv(c.source);
+    }
     // Free (or deactivate) the stand-in request, then describe the completion.
     int slot = api_ == kApi_MPI_Waitsome || api_ == kApi_MPI_Testsome ? completed_slot : found;
     MPI_Status scratch;
