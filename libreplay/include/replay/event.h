@@ -7,10 +7,12 @@
 // that the recorder can append them to its ring by copying bytes; variable-length
 // parts (lists, text, bytes) live beside them in `list` and `text`.
 //
-// Lists that must change together: EventKind, the body structs and Event's union
-// here; in trace.capnp the kind's record struct (and, for a new kind, the
-// EventKind enum and a list in EventBlock); the codec in trace/event_codec.cpp;
-// the dump printer in trace/event_format.cpp.
+// A field is declared once, in its kind's REPLAY_*_FIELDS list below (the body
+// struct, the codec and the JSON form are expanded from it), and in trace.capnp
+// (the kind's record, and its member of the `Event` union read from older
+// traces). A new kind: EventKind, its list and body here; in trace.capnp the
+// EventKind enum, the record and a list in EventBlock; the codec's switch in
+// trace/event_codec.cpp; the line printer in trace/event_format.cpp.
 //
 // Events are values; a const Event may be read from several threads.
 #pragma once
@@ -141,183 +143,195 @@ inline constexpr int32_t kProcNull = -2;
 inline constexpr int32_t kNoPeer = -3;
 inline constexpr int32_t kAnyTag = -1;
 
-struct OpEvent {
-  uint16_t api;
-  OpKind kind;
-  uint16_t flags;
-  uint64_t comm;
-  uint64_t seq;
-  uint64_t peer_seq;
-  int64_t count;
-  DataType dtype;
-  RedOp redop;
-  uint32_t dtype_size;
-  uint64_t dtype_sig;
-  int32_t root;
-  int32_t peer;
-  int32_t tag;
-  uint32_t group;
-  uint64_t send_buf;
-  uint64_t recv_buf;
-  uint64_t stream;
-  uint64_t request;
-  uint64_t bytes;
-  uint64_t send_hash;
-  uint32_t send_nan;
-  uint32_t send_inf;
-  // The receiving side, where it differs from the sending one: sendrecv's
-  // source and tag; gather/scatter/alltoall receive counts and types.
-  int32_t recv_peer;
-  int32_t recv_tag;
-  int64_t recv_count;
-  DataType recv_dtype;
-  uint32_t recv_dtype_size;
-  // list: v-collectives' counts as passed (see trace.capnp `counts`)
-  bool operator==(const OpEvent&) const = default;
+// The fields of every kind's body, each once: X(type, member, Schema, "json", role).
+// `member` is the body's field, in order; `Schema` its accessor stem in the
+// kind's record in trace.capnp (getSchema/setSchema), where its invariant is
+// written; "json" its key in EventToJson; `role` how the codec stores it and
+// how JSON shows it (FieldRole). The body structs, the codec's reading and
+// writing of these fields and EventToJson are expanded from these lists.
+// Lists, text and bytes live beside the body, in Event (see each kind).
+enum class FieldRole : uint8_t {
+  kNum,          // as it is
+  kHex,          // JSON: "0x..."
+  kHexIfSet,     // JSON: "0x...", only when not 0
+  kNumIfSet,     // JSON: only when not 0
+  kApi,          // JSON: the function's name
+  kName,         // an enumeration; JSON: its name
+  kSeq,          // stored relative to the communicator's previous one in the block
+  kSendHash,     // stored in the block's fingerprint column when flags say kHasSendHash;
+  kSendCount,    //   JSON: shown with it, only then
+  kRecvHash,     // the same for kHasRecvHash
+  kRecvCount,
+  kPayloadHash,  // JSON: only when payload_size is not 0
+  kPayloadSize,
+  kUnshown,      // not in JSON
 };
 
-struct ReturnEvent {
-  uint16_t api;
-  uint16_t flags;
-  int32_t rc;
-  uint64_t comm;
-  uint64_t seq;
-  uint64_t peer_seq;
-  uint64_t request;
-  uint64_t recv_hash;
-  uint32_t recv_nan;
-  uint32_t recv_inf;
-  int32_t source;
-  int32_t tag;
-  int64_t recv_count;
-  uint64_t payload_hash;
-  uint64_t payload_size;
-  bool operator==(const ReturnEvent&) const = default;
-};
+// Rows that several kinds share.
+#define REPLAY_SENT_FIELDS(X)                                \
+  X(uint64_t, send_hash, SendHash, "send_hash", kSendHash)   \
+  X(uint32_t, send_nan, SendNan, "send_nan", kSendCount)     \
+  X(uint32_t, send_inf, SendInf, "send_inf", kSendCount)
+#define REPLAY_ANSWER_FIELDS(X)                              \
+  X(uint16_t, api, Api, "api", kApi)                         \
+  X(uint16_t, flags, Flags, "flags", kUnshown)               \
+  X(int32_t, rc, Rc, "rc", kNum)                             \
+  X(uint64_t, comm, Comm, "comm", kHex)                      \
+  X(uint64_t, seq, Seq, "seq", kSeq)                         \
+  X(uint64_t, peer_seq, PeerSeq, "peer_seq", kNum)
+#define REPLAY_RECEIVED_FIELDS(X)                                      \
+  X(uint64_t, recv_hash, RecvHash, "recv_hash", kRecvHash)             \
+  X(uint32_t, recv_nan, RecvNan, "recv_nan", kRecvCount)               \
+  X(uint32_t, recv_inf, RecvInf, "recv_inf", kRecvCount)               \
+  X(int32_t, source, Source, "source", kNum)                           \
+  X(int32_t, tag, Tag, "tag", kNum)                                    \
+  X(int64_t, recv_count, RecvCount, "recv_count", kNum)                \
+  X(uint64_t, payload_hash, PayloadHash, "payload_hash", kPayloadHash) \
+  X(uint64_t, payload_size, PayloadSize, "payload_size", kPayloadSize)
 
-struct CompletionEvent {
-  uint64_t request;
-  uint16_t api;
-  uint16_t flags;
-  int32_t rc;
-  uint64_t comm;
-  uint64_t seq;
-  uint64_t peer_seq;
-  uint64_t recv_hash;
-  uint32_t recv_nan;
-  uint32_t recv_inf;
-  int32_t source;
-  int32_t tag;
-  int64_t recv_count;
-  uint64_t payload_hash;
-  uint64_t payload_size;
-  bool cancelled;
-  uint64_t send_hash;  // device operations: see trace.capnp
-  uint32_t send_nan;
-  uint32_t send_inf;
-  bool operator==(const CompletionEvent&) const = default;
-};
+#define REPLAY_OP_FIELDS(X)                                  \
+  X(uint16_t, api, Api, "api", kApi)                         \
+  X(OpKind, kind, Kind, "op", kName)                         \
+  X(uint16_t, flags, Flags, "flags", kNum)                   \
+  X(uint64_t, comm, Comm, "comm", kHex)                      \
+  X(uint64_t, seq, Seq, "seq", kSeq)                         \
+  X(uint64_t, peer_seq, PeerSeq, "peer_seq", kNum)           \
+  X(int64_t, count, Count, "count", kNum)                    \
+  X(DataType, dtype, Dtype, "dtype", kName)                  \
+  X(RedOp, redop, Redop, "redop", kName)                     \
+  X(uint32_t, dtype_size, DtypeSize, "dtype_size", kNum)     \
+  X(uint64_t, dtype_sig, DtypeSig, "dtype_sig", kHexIfSet)   \
+  X(int32_t, root, Root, "root", kNum)                       \
+  X(int32_t, peer, Peer, "peer", kNum)                       \
+  X(int32_t, tag, Tag, "tag", kNum)                          \
+  X(uint32_t, group, Group, "group", kNumIfSet)              \
+  X(uint64_t, send_buf, SendBuf, "send_buf", kHex)           \
+  X(uint64_t, recv_buf, RecvBuf, "recv_buf", kHex)           \
+  X(uint64_t, stream, Stream, "stream", kHexIfSet)           \
+  X(uint64_t, request, Request, "request", kNumIfSet)        \
+  X(uint64_t, bytes, Bytes, "bytes", kNum)                   \
+  REPLAY_SENT_FIELDS(X)                                      \
+  /* The receiving side, where it differs from the sending one: sendrecv's      \
+     source and tag; gather/scatter/alltoall receive counts and types. */       \
+  X(int32_t, recv_peer, RecvPeer, "recv_peer", kUnshown)     \
+  X(int32_t, recv_tag, RecvTag, "recv_tag", kUnshown)        \
+  X(int64_t, recv_count, RecvCount, "recv_count", kUnshown)  \
+  X(DataType, recv_dtype, RecvDtype, "recv_dtype", kUnshown) \
+  X(uint32_t, recv_dtype_size, RecvDtypeSize, "recv_dtype_size", kUnshown)
+// list: v-collectives' counts as passed (trace.capnp `counts`)
 
-struct TestEvent {
-  uint16_t api;
-  bool flag;
-  int32_t index;
-  int32_t source;
-  int32_t tag;
-  int64_t count;
-  uint64_t comm;
-  int32_t rc;
-  // list: completed indices (Waitsome/Testsome)
-  bool operator==(const TestEvent&) const = default;
-};
+#define REPLAY_RETURN_FIELDS(X)                        \
+  REPLAY_ANSWER_FIELDS(X)                              \
+  X(uint64_t, request, Request, "request", kNumIfSet)  \
+  REPLAY_RECEIVED_FIELDS(X)
 
-struct CommCreateEvent {
-  uint64_t comm;
-  uint64_t parent;
-  uint16_t api;
-  uint16_t flags;
-  int32_t size;
-  uint64_t parent_seq;
-  int64_t color;
-  int64_t key;
-  int32_t rank;
-  int32_t device;
-  uint64_t handle;
-  uint64_t unique_id;
-  // list: members (world ranks in communicator-rank order)
-  bool operator==(const CommCreateEvent&) const = default;
-};
+#define REPLAY_COMPLETION_FIELDS(X)                    \
+  X(uint64_t, request, Request, "request", kNum)       \
+  REPLAY_ANSWER_FIELDS(X)                              \
+  REPLAY_RECEIVED_FIELDS(X)                            \
+  X(bool, cancelled, Cancelled, "cancelled", kNum)     \
+  /* Device operations: see trace.capnp. */            \
+  REPLAY_SENT_FIELDS(X)
 
-struct CommFreeEvent {
-  uint64_t comm;
-  uint16_t api;
-  int32_t rc;
-  bool operator==(const CommFreeEvent&) const = default;
-};
+#define REPLAY_TEST_FIELDS(X)               \
+  X(uint16_t, api, Api, "api", kApi)        \
+  X(bool, flag, Flag, "flag", kNum)         \
+  X(int32_t, index, Index, "index_out", kNum) \
+  X(int32_t, source, Source, "source", kNum) \
+  X(int32_t, tag, Tag, "tag", kNum)         \
+  X(int64_t, count, Count, "count", kNum)   \
+  X(uint64_t, comm, Comm, "comm", kHex)     \
+  X(int32_t, rc, Rc, "rc", kNum)
+// list: completed indices (Waitsome/Testsome)
 
-struct GroupEvent {
-  bool is_end;
-  uint16_t api;
-  uint32_t id;
-  uint32_t depth;
-  int32_t rc;
-  bool operator==(const GroupEvent&) const = default;
-};
+#define REPLAY_COMM_CREATE_FIELDS(X)                         \
+  X(uint64_t, comm, Comm, "comm", kHex)                      \
+  X(uint64_t, parent, Parent, "parent", kHex)                \
+  X(uint16_t, api, Api, "api", kApi)                         \
+  X(uint16_t, flags, Flags, "flags", kNum)                   \
+  X(int32_t, size, Size, "size", kNum)                       \
+  X(uint64_t, parent_seq, ParentSeq, "parent_seq", kNum)     \
+  X(int64_t, color, Color, "color", kNum)                    \
+  X(int64_t, key, Key, "key", kNum)                          \
+  X(int32_t, rank, Rank, "rank", kNum)                       \
+  X(int32_t, device, Device, "device", kNum)                 \
+  X(uint64_t, handle, Handle, "handle", kHex)                \
+  X(uint64_t, unique_id, UniqueId, "unique_id", kHexIfSet)
+// list: members (world ranks in communicator-rank order)
 
-struct EntropyEvent {
-  EntropySource source;
-  uint32_t flags;
-  uint64_t requested;
-  int64_t rc;
-  // text: the bytes returned
-  bool operator==(const EntropyEvent&) const = default;
-};
+#define REPLAY_COMM_FREE_FIELDS(X)      \
+  X(uint64_t, comm, Comm, "comm", kHex) \
+  X(uint16_t, api, Api, "api", kApi)    \
+  X(int32_t, rc, Rc, "rc", kNum)
 
-struct SeedEvent {
-  SeedSource source;
-  uint64_t value;
-  uint64_t state;
-  bool operator==(const SeedEvent&) const = default;
-};
+#define REPLAY_GROUP_FIELDS(X)             \
+  X(bool, is_end, IsEnd, "is_end", kNum)   \
+  X(uint16_t, api, Api, "api", kApi)       \
+  X(uint32_t, id, Id, "id", kNum)          \
+  X(uint32_t, depth, Depth, "depth", kNum) \
+  X(int32_t, rc, Rc, "rc", kNum)
 
-struct CudaEvent {
-  CudaOp op;
-  int32_t rc;
-  int32_t device;
-  uint64_t stream;
-  uint64_t event;
-  uint64_t graph;
-  uint64_t other;
-  uint64_t count;
-  bool operator==(const CudaEvent&) const = default;
-};
+#define REPLAY_ENTROPY_FIELDS(X)                        \
+  X(EntropySource, source, Source, "source", kName)     \
+  X(uint32_t, flags, Flags, "flags", kNum)              \
+  X(uint64_t, requested, Requested, "requested", kNum)  \
+  X(int64_t, rc, Rc, "rc", kNum)
+// text: the bytes returned
 
-struct MarkEvent {
-  int64_t value;
-  // text: the name
-  bool operator==(const MarkEvent&) const = default;
-};
+#define REPLAY_SEED_FIELDS(X)                     \
+  X(SeedSource, source, Source, "source", kName)  \
+  X(uint64_t, value, Value, "value", kNum)        \
+  X(uint64_t, state, State, "state", kHex)
 
-struct ErrorEvent {
-  ErrorSource source;
-  int32_t code;
-  uint64_t comm;
-  // text: the message
-  bool operator==(const ErrorEvent&) const = default;
-};
+#define REPLAY_CUDA_FIELDS(X)                  \
+  X(CudaOp, op, Op, "op", kName)               \
+  X(int32_t, rc, Rc, "rc", kNum)               \
+  X(int32_t, device, Device, "device", kNum)   \
+  X(uint64_t, stream, Stream, "stream", kHex)  \
+  X(uint64_t, event, Event, "event", kHex)     \
+  X(uint64_t, graph, Graph, "graph", kHex)     \
+  X(uint64_t, other, Other, "other", kHex)     \
+  X(uint64_t, count, Count, "count", kNum)
 
-struct SignalEvent {
-  int32_t signo;
-  int32_t code;
-  uint64_t address;
-  bool fatal;
-  bool operator==(const SignalEvent&) const = default;
-};
+#define REPLAY_MARK_FIELDS(X) X(int64_t, value, Value, "value", kNum)
+// text: the name
 
-struct DropEvent {
-  uint64_t count;
-  bool operator==(const DropEvent&) const = default;
-};
+#define REPLAY_ERROR_FIELDS(X)                      \
+  X(ErrorSource, source, Source, "source", kName)   \
+  X(int32_t, code, Code, "code", kNum)              \
+  X(uint64_t, comm, Comm, "comm", kHex)
+// text: the message
+
+#define REPLAY_SIGNAL_FIELDS(X)                  \
+  X(int32_t, signo, Signo, "signo", kNum)        \
+  X(int32_t, code, Code, "code", kNum)           \
+  X(uint64_t, address, Address, "address", kHex) \
+  X(bool, fatal, Fatal, "fatal", kNum)
+
+#define REPLAY_DROP_FIELDS(X) X(uint64_t, count, Count, "count", kNum)
+
+#define REPLAY_FIELD_MEMBER_(type, member, schema, json, role) type member;
+#define REPLAY_BODY_STRUCT_(name, fields)                \
+  struct name {                                          \
+    fields(REPLAY_FIELD_MEMBER_)                         \
+    bool operator==(const name&) const = default;        \
+  };
+REPLAY_BODY_STRUCT_(OpEvent, REPLAY_OP_FIELDS)
+REPLAY_BODY_STRUCT_(ReturnEvent, REPLAY_RETURN_FIELDS)
+REPLAY_BODY_STRUCT_(CompletionEvent, REPLAY_COMPLETION_FIELDS)
+REPLAY_BODY_STRUCT_(TestEvent, REPLAY_TEST_FIELDS)
+REPLAY_BODY_STRUCT_(CommCreateEvent, REPLAY_COMM_CREATE_FIELDS)
+REPLAY_BODY_STRUCT_(CommFreeEvent, REPLAY_COMM_FREE_FIELDS)
+REPLAY_BODY_STRUCT_(GroupEvent, REPLAY_GROUP_FIELDS)
+REPLAY_BODY_STRUCT_(EntropyEvent, REPLAY_ENTROPY_FIELDS)
+REPLAY_BODY_STRUCT_(SeedEvent, REPLAY_SEED_FIELDS)
+REPLAY_BODY_STRUCT_(CudaEvent, REPLAY_CUDA_FIELDS)
+REPLAY_BODY_STRUCT_(MarkEvent, REPLAY_MARK_FIELDS)
+REPLAY_BODY_STRUCT_(ErrorEvent, REPLAY_ERROR_FIELDS)
+REPLAY_BODY_STRUCT_(SignalEvent, REPLAY_SIGNAL_FIELDS)
+REPLAY_BODY_STRUCT_(DropEvent, REPLAY_DROP_FIELDS)
+#undef REPLAY_BODY_STRUCT_
+#undef REPLAY_FIELD_MEMBER_
 
 struct InfoEvent {
   uint32_t key_size;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "trace/format.h"
 #include "trace/trace.capnp.h"
@@ -55,190 +56,81 @@ static_assert(static_cast<int>(s::EventKind::INFO) + 1 == static_cast<int>(Event
 // ---------------------------------------------------------------------------
 // The fields of each kind, read from either layout: `G` is a member of Event's
 // union (epochs 1 and 2) or the kind's record (epoch 3), whose accessors have
-// the same names. (A field only one of them has would be read under
-// `if constexpr (requires { g.getField(); })`.) Epoch 3 keeps the hashes that
-// flags announce in a column; the decoder puts them in place afterwards.
+// the same names, as the kind's field list in event.h gives them. Epoch 3 keeps
+// the hashes that flags announce in a column; the decoder puts them in place
+// afterwards.
 
 std::string TextString(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
-template <typename G>
-void ReadOp(G g, Event* e) {
-  e->kind = EventKind::kOp;
-  OpEvent& o = e->op;
-  o = OpEvent{};
-  o.api = g.getApi();
-  o.kind = static_cast<OpKind>(g.getKind());
-  o.flags = g.getFlags();
-  o.comm = g.getComm();
-  o.seq = g.getSeq();
-  o.peer_seq = g.getPeerSeq();
-  o.count = g.getCount();
-  o.dtype = static_cast<DataType>(g.getDtype());
-  o.dtype_size = g.getDtypeSize();
-  o.dtype_sig = g.getDtypeSig();
-  o.redop = static_cast<RedOp>(g.getRedop());
-  o.root = g.getRoot();
-  o.peer = g.getPeer();
-  o.tag = g.getTag();
-  o.send_buf = g.getSendBuf();
-  o.recv_buf = g.getRecvBuf();
-  o.stream = g.getStream();
-  o.request = g.getRequest();
-  o.group = g.getGroup();
-  o.bytes = g.getBytes();
-  o.send_hash = g.getSendHash();
-  o.send_nan = g.getSendNan();
-  o.send_inf = g.getSendInf();
-  o.recv_peer = g.getRecvPeer();
-  o.recv_tag = g.getRecvTag();
-  o.recv_count = g.getRecvCount();
-  o.recv_dtype = static_cast<DataType>(g.getRecvDtype());
-  o.recv_dtype_size = g.getRecvDtypeSize();
-  for (int64_t v : g.getCounts()) e->list.push_back(v);
+bool Flagged(uint16_t flags, uint16_t flag) { return (flags & flag) != 0; }
+
+// Whether a field is written into its record: seq is written by the encoder,
+// relative to the communicator's previous one; a hash its flag announces goes
+// to the block's fingerprint column (the encoder's Add), and its field stays 0.
+template <FieldRole role, typename B>
+bool InRecord(const B& b) {
+  if constexpr (role == FieldRole::kSeq) {
+    return false;
+  } else if constexpr (role == FieldRole::kSendHash) {
+    return !Flagged(b.flags, op_flags::kHasSendHash);
+  } else if constexpr (role == FieldRole::kRecvHash) {
+    return !Flagged(b.flags, op_flags::kHasRecvHash);
+  } else {
+    return true;
+  }
 }
 
-template <typename G>
-void ReadRet(G g, Event* e) {
-  e->kind = EventKind::kReturn;
-  ReturnEvent& x = e->ret;
-  x = ReturnEvent{};
-  x.api = g.getApi();
-  x.rc = g.getRc();
-  x.comm = g.getComm();
-  x.seq = g.getSeq();
-  x.peer_seq = g.getPeerSeq();
-  x.request = g.getRequest();
-  x.recv_hash = g.getRecvHash();
-  x.recv_nan = g.getRecvNan();
-  x.recv_inf = g.getRecvInf();
-  x.source = g.getSource();
-  x.tag = g.getTag();
-  x.recv_count = g.getRecvCount();
-  x.payload_hash = g.getPayloadHash();
-  x.payload_size = g.getPayloadSize();
-  x.flags = g.getFlags();
-}
+// A field added after epoch 2 is not in Event's union: it reads as its default there.
+#define REPLAY_READ_FIELD_(type, member, schema, json, role) \
+  if constexpr (requires { g.get##schema(); }) b->member = static_cast<type>(g.get##schema());
+#define REPLAY_WRITE_FIELD_(type, member, schema, json, role) \
+  if (InRecord<FieldRole::role>(b)) g.set##schema(static_cast<std::remove_cvref_t<decltype(g.get##schema())>>(b.member));
+#define REPLAY_BODY_CODEC_(Body, fields)   \
+  template <typename G>                    \
+  void ReadBody(G g, Body* b) {            \
+    *b = Body{};                           \
+    fields(REPLAY_READ_FIELD_)             \
+  }                                        \
+  template <typename G>                    \
+  void WriteBody(const Body& b, G g) {     \
+    fields(REPLAY_WRITE_FIELD_)            \
+  }
+REPLAY_BODY_CODEC_(OpEvent, REPLAY_OP_FIELDS)
+REPLAY_BODY_CODEC_(ReturnEvent, REPLAY_RETURN_FIELDS)
+REPLAY_BODY_CODEC_(CompletionEvent, REPLAY_COMPLETION_FIELDS)
+REPLAY_BODY_CODEC_(TestEvent, REPLAY_TEST_FIELDS)
+REPLAY_BODY_CODEC_(CommCreateEvent, REPLAY_COMM_CREATE_FIELDS)
+REPLAY_BODY_CODEC_(CommFreeEvent, REPLAY_COMM_FREE_FIELDS)
+REPLAY_BODY_CODEC_(GroupEvent, REPLAY_GROUP_FIELDS)
+REPLAY_BODY_CODEC_(EntropyEvent, REPLAY_ENTROPY_FIELDS)
+REPLAY_BODY_CODEC_(SeedEvent, REPLAY_SEED_FIELDS)
+REPLAY_BODY_CODEC_(CudaEvent, REPLAY_CUDA_FIELDS)
+REPLAY_BODY_CODEC_(MarkEvent, REPLAY_MARK_FIELDS)
+REPLAY_BODY_CODEC_(ErrorEvent, REPLAY_ERROR_FIELDS)
+REPLAY_BODY_CODEC_(SignalEvent, REPLAY_SIGNAL_FIELDS)
+REPLAY_BODY_CODEC_(DropEvent, REPLAY_DROP_FIELDS)
+#undef REPLAY_BODY_CODEC_
+#undef REPLAY_WRITE_FIELD_
+#undef REPLAY_READ_FIELD_
 
-template <typename G>
-void ReadCompletion(G g, Event* e) {
-  e->kind = EventKind::kCompletion;
-  CompletionEvent& x = e->completion;
-  x = CompletionEvent{};
-  x.request = g.getRequest();
-  x.api = g.getApi();
-  x.comm = g.getComm();
-  x.seq = g.getSeq();
-  x.peer_seq = g.getPeerSeq();
-  x.rc = g.getRc();
-  x.recv_hash = g.getRecvHash();
-  x.recv_nan = g.getRecvNan();
-  x.recv_inf = g.getRecvInf();
-  x.source = g.getSource();
-  x.tag = g.getTag();
-  x.recv_count = g.getRecvCount();
-  x.payload_hash = g.getPayloadHash();
-  x.payload_size = g.getPayloadSize();
-  x.flags = g.getFlags();
-  x.cancelled = g.getCancelled();
-  x.send_hash = g.getSendHash();
-  x.send_nan = g.getSendNan();
-  x.send_inf = g.getSendInf();
-}
-
-template <typename G>
-void ReadTest(G g, Event* e) {
-  e->kind = EventKind::kTest;
-  TestEvent& x = e->test;
-  x = TestEvent{};
-  x.api = g.getApi();
-  x.flag = g.getFlag();
-  x.index = g.getIndex();
-  x.source = g.getSource();
-  x.tag = g.getTag();
-  x.count = g.getCount();
-  x.comm = g.getComm();
-  x.rc = g.getRc();
-  for (int32_t v : g.getIndices()) e->list.push_back(v);
-}
-
-template <typename G>
-void ReadCommCreate(G g, Event* e) {
-  e->kind = EventKind::kCommCreate;
-  CommCreateEvent& x = e->comm_create;
-  x = CommCreateEvent{};
-  x.comm = g.getComm();
-  x.parent = g.getParent();
-  x.api = g.getApi();
-  x.parent_seq = g.getParentSeq();
-  x.color = g.getColor();
-  x.key = g.getKey();
-  x.size = g.getSize();
-  x.rank = g.getRank();
-  x.handle = g.getHandle();
-  x.flags = g.getFlags();
-  x.unique_id = g.getUniqueId();
-  x.device = g.getDevice();
-  for (int32_t v : g.getMembers()) e->list.push_back(v);
-}
-
-template <typename G>
-void ReadCommFree(G g, Event* e) {
-  e->kind = EventKind::kCommFree;
-  e->comm_free = CommFreeEvent{g.getComm(), g.getApi(), g.getRc()};
-}
-
-template <typename G>
-void ReadGroup(G g, Event* e) {
-  e->kind = EventKind::kGroup;
-  e->group = GroupEvent{g.getIsEnd(), g.getApi(), g.getId(), g.getDepth(), g.getRc()};
-}
-
-template <typename G>
-void ReadEntropy(G g, Event* e) {
-  e->kind = EventKind::kEntropy;
-  e->entropy = EntropyEvent{static_cast<EntropySource>(g.getSource()), g.getFlags(),
-                            g.getRequested(), g.getRc()};
-  auto bytes = g.getBytes();
-  e->text.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-}
-
-template <typename G>
-void ReadSeed(G g, Event* e) {
-  e->kind = EventKind::kSeed;
-  e->seed = SeedEvent{static_cast<SeedSource>(g.getSource()), g.getValue(), g.getState()};
-}
-
-template <typename G>
-void ReadCuda(G g, Event* e) {
-  e->kind = EventKind::kCuda;
-  e->cuda = CudaEvent{static_cast<CudaOp>(g.getOp()), g.getRc(), g.getDevice(), g.getStream(),
-                      g.getEvent(), g.getGraph(), g.getOther(), g.getCount()};
-}
-
-template <typename G>
-void ReadMark(G g, Event* e) {
-  e->kind = EventKind::kMark;
-  e->mark = MarkEvent{g.getValue()};
-  e->text = TextString(g.getName());
-}
-
-template <typename G>
-void ReadError(G g, Event* e) {
-  e->kind = EventKind::kError;
-  e->error = ErrorEvent{static_cast<ErrorSource>(g.getSource()), g.getCode(), g.getComm()};
-  e->text = TextString(g.getMessage());
-}
-
-template <typename G>
-void ReadSignal(G g, Event* e) {
-  e->kind = EventKind::kSignal;
-  e->signal = SignalEvent{g.getSigno(), g.getCode(), g.getAddress(), g.getFatal()};
-}
-
-template <typename G>
-void ReadDrop(G g, Event* e) {
-  e->kind = EventKind::kDrop;
-  e->drop = DropEvent{g.getCount()};
+// An event of `kind` from its union member or record `g`: the body, then what
+// lives beside it, as the record holds it (lists, text, bytes).
+template <typename G, typename B>
+void Read(G g, EventKind kind, B* body, Event* e) {
+  e->kind = kind;
+  ReadBody(g, body);
+  auto list = [e](auto l) {
+    for (auto v : l) e->list.push_back(v);
+  };
+  if constexpr (requires { g.getCounts(); }) list(g.getCounts());
+  if constexpr (requires { g.getIndices(); }) list(g.getIndices());
+  if constexpr (requires { g.getMembers(); }) list(g.getMembers());
+  if constexpr (requires { g.getBytes().size(); }) {
+    auto bytes = g.getBytes();
+    e->text.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  }
+  if constexpr (requires { g.getName(); }) e->text = TextString(g.getName());
+  if constexpr (requires { g.getMessage(); }) e->text = TextString(g.getMessage());
 }
 
 template <typename G>
@@ -260,208 +152,49 @@ void ReadUnknown(unsigned kind, Event* e) {
 // An element of Event's union (epochs 1 and 2).
 void ReadUnionMember(s::Event::Reader r, Event* e) {
   switch (r.which()) {
-    case s::Event::OP: return ReadOp(r.getOp(), e);
-    case s::Event::RET: return ReadRet(r.getRet(), e);
-    case s::Event::COMPLETION: return ReadCompletion(r.getCompletion(), e);
-    case s::Event::TEST: return ReadTest(r.getTest(), e);
-    case s::Event::COMM_CREATE: return ReadCommCreate(r.getCommCreate(), e);
-    case s::Event::COMM_FREE: return ReadCommFree(r.getCommFree(), e);
-    case s::Event::GROUP: return ReadGroup(r.getGroup(), e);
-    case s::Event::ENTROPY: return ReadEntropy(r.getEntropy(), e);
-    case s::Event::SEED: return ReadSeed(r.getSeed(), e);
-    case s::Event::CUDA: return ReadCuda(r.getCuda(), e);
-    case s::Event::MARK: return ReadMark(r.getMark(), e);
-    case s::Event::ERROR: return ReadError(r.getError(), e);
-    case s::Event::SIGNAL: return ReadSignal(r.getSignal(), e);
-    case s::Event::DROP: return ReadDrop(r.getDrop(), e);
+    case s::Event::OP: return Read(r.getOp(), EventKind::kOp, &e->op, e);
+    case s::Event::RET: return Read(r.getRet(), EventKind::kReturn, &e->ret, e);
+    case s::Event::COMPLETION: return Read(r.getCompletion(), EventKind::kCompletion, &e->completion, e);
+    case s::Event::TEST: return Read(r.getTest(), EventKind::kTest, &e->test, e);
+    case s::Event::COMM_CREATE: return Read(r.getCommCreate(), EventKind::kCommCreate, &e->comm_create, e);
+    case s::Event::COMM_FREE: return Read(r.getCommFree(), EventKind::kCommFree, &e->comm_free, e);
+    case s::Event::GROUP: return Read(r.getGroup(), EventKind::kGroup, &e->group, e);
+    case s::Event::ENTROPY: return Read(r.getEntropy(), EventKind::kEntropy, &e->entropy, e);
+    case s::Event::SEED: return Read(r.getSeed(), EventKind::kSeed, &e->seed, e);
+    case s::Event::CUDA: return Read(r.getCuda(), EventKind::kCuda, &e->cuda, e);
+    case s::Event::MARK: return Read(r.getMark(), EventKind::kMark, &e->mark, e);
+    case s::Event::ERROR: return Read(r.getError(), EventKind::kError, &e->error, e);
+    case s::Event::SIGNAL: return Read(r.getSignal(), EventKind::kSignal, &e->signal, e);
+    case s::Event::DROP: return Read(r.getDrop(), EventKind::kDrop, &e->drop, e);
     case s::Event::INFO: return ReadInfo(r.getInfo(), e);
   }
   ReadUnknown(static_cast<unsigned>(r.which()), e);
 }
 
 // ---------------------------------------------------------------------------
-// Epoch 3 records, written. A hash that its flag announces goes to the block's
-// fingerprint column instead (the encoder's Add), and its field stays 0.
+// Epoch 3 records, written: the body, then what lives beside it, as the record
+// holds it.
 
-bool Flagged(uint16_t flags, uint16_t flag) { return (flags & flag) != 0; }
-
-void WriteOp(const EventView& e, s::OpRecord::Builder g) {
-  const auto& o = Body<OpEvent>(e);
-  g.setApi(o.api);
-  g.setKind(static_cast<s::OpKind>(o.kind));
-  g.setFlags(o.flags);
-  g.setComm(o.comm);
-  g.setPeerSeq(o.peer_seq);
-  g.setCount(o.count);
-  g.setDtype(static_cast<s::DataType>(o.dtype));
-  g.setDtypeSize(o.dtype_size);
-  g.setDtypeSig(o.dtype_sig);
-  g.setRedop(static_cast<s::RedOp>(o.redop));
-  g.setRoot(o.root);
-  g.setPeer(o.peer);
-  g.setTag(o.tag);
-  g.setSendBuf(o.send_buf);
-  g.setRecvBuf(o.recv_buf);
-  g.setStream(o.stream);
-  g.setRequest(o.request);
-  g.setGroup(o.group);
-  g.setBytes(o.bytes);
-  if (!Flagged(o.flags, op_flags::kHasSendHash)) g.setSendHash(o.send_hash);
-  g.setSendNan(o.send_nan);
-  g.setSendInf(o.send_inf);
-  g.setRecvPeer(o.recv_peer);
-  g.setRecvTag(o.recv_tag);
-  g.setRecvCount(o.recv_count);
-  g.setRecvDtype(static_cast<s::DataType>(o.recv_dtype));
-  g.setRecvDtypeSize(o.recv_dtype_size);
-  if (!e.list.empty()) {
-    auto l = g.initCounts(static_cast<unsigned>(e.list.size()));
-    for (unsigned i = 0; i < e.list.size(); ++i) l.set(i, e.list[i]);
+template <typename B, typename R>
+void Write(const EventView& e, R g) {
+  WriteBody(Body<B>(e), g);
+  auto list = [&e](auto l) {
+    for (unsigned i = 0; i < e.list.size(); ++i) l.set(i, static_cast<decltype(l[i])>(e.list[i]));
+  };
+  const auto n = static_cast<unsigned>(e.list.size());
+  if constexpr (requires { g.initCounts(n); }) {
+    if (n != 0) list(g.initCounts(n));
   }
-}
-
-void WriteRet(const EventView& e, s::RetRecord::Builder g) {
-  const auto& r = Body<ReturnEvent>(e);
-  g.setApi(r.api);
-  g.setRc(r.rc);
-  g.setComm(r.comm);
-  g.setPeerSeq(r.peer_seq);
-  g.setRequest(r.request);
-  if (!Flagged(r.flags, op_flags::kHasRecvHash)) g.setRecvHash(r.recv_hash);
-  g.setRecvNan(r.recv_nan);
-  g.setRecvInf(r.recv_inf);
-  g.setSource(r.source);
-  g.setTag(r.tag);
-  g.setRecvCount(r.recv_count);
-  g.setPayloadHash(r.payload_hash);
-  g.setPayloadSize(r.payload_size);
-  g.setFlags(r.flags);
-}
-
-void WriteCompletion(const EventView& e, s::CompletionRecord::Builder g) {
-  const auto& c = Body<CompletionEvent>(e);
-  g.setRequest(c.request);
-  g.setApi(c.api);
-  g.setComm(c.comm);
-  g.setPeerSeq(c.peer_seq);
-  g.setRc(c.rc);
-  if (!Flagged(c.flags, op_flags::kHasRecvHash)) g.setRecvHash(c.recv_hash);
-  g.setRecvNan(c.recv_nan);
-  g.setRecvInf(c.recv_inf);
-  g.setSource(c.source);
-  g.setTag(c.tag);
-  g.setRecvCount(c.recv_count);
-  g.setPayloadHash(c.payload_hash);
-  g.setPayloadSize(c.payload_size);
-  g.setFlags(c.flags);
-  g.setCancelled(c.cancelled);
-  if (!Flagged(c.flags, op_flags::kHasSendHash)) g.setSendHash(c.send_hash);
-  g.setSendNan(c.send_nan);
-  g.setSendInf(c.send_inf);
-}
-
-void WriteTest(const EventView& e, s::TestRecord::Builder g) {
-  const auto& t = Body<TestEvent>(e);
-  g.setApi(t.api);
-  g.setFlag(t.flag);
-  g.setIndex(t.index);
-  g.setSource(t.source);
-  g.setTag(t.tag);
-  g.setCount(t.count);
-  g.setComm(t.comm);
-  g.setRc(t.rc);
-  if (!e.list.empty()) {
-    auto l = g.initIndices(static_cast<unsigned>(e.list.size()));
-    for (unsigned i = 0; i < e.list.size(); ++i) l.set(i, static_cast<int32_t>(e.list[i]));
+  if constexpr (requires { g.initIndices(n); }) {
+    if (n != 0) list(g.initIndices(n));
   }
-}
-
-void WriteCommCreate(const EventView& e, s::CommCreateRecord::Builder g) {
-  const auto& c = Body<CommCreateEvent>(e);
-  g.setComm(c.comm);
-  g.setParent(c.parent);
-  g.setApi(c.api);
-  g.setParentSeq(c.parent_seq);
-  g.setColor(c.color);
-  g.setKey(c.key);
-  g.setSize(c.size);
-  g.setRank(c.rank);
-  g.setHandle(c.handle);
-  g.setFlags(c.flags);
-  g.setUniqueId(c.unique_id);
-  g.setDevice(c.device);
-  if (!e.list.empty()) {
-    auto l = g.initMembers(static_cast<unsigned>(e.list.size()));
-    for (unsigned i = 0; i < e.list.size(); ++i) l.set(i, static_cast<int32_t>(e.list[i]));
+  if constexpr (requires { g.initMembers(n); }) {
+    if (n != 0) list(g.initMembers(n));
   }
+  if constexpr (requires { g.setBytes(DataOf(e.text)); }) g.setBytes(DataOf(e.text));
+  if constexpr (requires { g.setName(TextOf(e.text)); }) g.setName(TextOf(e.text));
+  if constexpr (requires { g.setMessage(TextOf(e.text)); }) g.setMessage(TextOf(e.text));
 }
-
-void WriteCommFree(const EventView& e, s::CommFreeRecord::Builder g) {
-  const auto& c = Body<CommFreeEvent>(e);
-  g.setComm(c.comm);
-  g.setApi(c.api);
-  g.setRc(c.rc);
-}
-
-void WriteGroup(const EventView& e, s::GroupRecord::Builder g) {
-  const auto& x = Body<GroupEvent>(e);
-  g.setIsEnd(x.is_end);
-  g.setId(x.id);
-  g.setDepth(x.depth);
-  g.setApi(x.api);
-  g.setRc(x.rc);
-}
-
-void WriteEntropy(const EventView& e, s::EntropyRecord::Builder g) {
-  const auto& x = Body<EntropyEvent>(e);
-  g.setSource(static_cast<s::EntropySource>(x.source));
-  g.setRequested(x.requested);
-  g.setFlags(x.flags);
-  g.setRc(x.rc);
-  g.setBytes(DataOf(e.text));
-}
-
-void WriteSeed(const EventView& e, s::SeedRecord::Builder g) {
-  const auto& x = Body<SeedEvent>(e);
-  g.setSource(static_cast<s::SeedSource>(x.source));
-  g.setValue(x.value);
-  g.setState(x.state);
-}
-
-void WriteCuda(const EventView& e, s::CudaRecord::Builder g) {
-  const auto& x = Body<CudaEvent>(e);
-  g.setOp(static_cast<s::CudaOp>(x.op));
-  g.setStream(x.stream);
-  g.setEvent(x.event);
-  g.setGraph(x.graph);
-  g.setOther(x.other);
-  g.setRc(x.rc);
-  g.setCount(x.count);
-  g.setDevice(x.device);
-}
-
-void WriteMark(const EventView& e, s::MarkRecord::Builder g) {
-  g.setName(TextOf(e.text));
-  g.setValue(Body<MarkEvent>(e).value);
-}
-
-void WriteError(const EventView& e, s::ErrorRecord::Builder g) {
-  const auto& x = Body<ErrorEvent>(e);
-  g.setSource(static_cast<s::ErrorSource>(x.source));
-  g.setCode(x.code);
-  g.setComm(x.comm);
-  g.setMessage(TextOf(e.text));
-}
-
-void WriteSignal(const EventView& e, s::SignalRecord::Builder g) {
-  const auto& x = Body<SignalEvent>(e);
-  g.setSigno(x.signo);
-  g.setCode(x.code);
-  g.setAddress(x.address);
-  g.setFatal(x.fatal);
-}
-
-void WriteDrop(const EventView& e, s::DropRecord::Builder g) { g.setCount(Body<DropEvent>(e).count); }
 
 void WriteInfo(const EventView& e, s::InfoRecord::Builder g) {
   const auto& x = Body<InfoEvent>(e);
@@ -575,6 +308,23 @@ struct EventBlockEncoder::Impl {
     return r;
   }
 
+  // An op, ret or completion: its record, with seq relative to the
+  // communicator's previous one, and the hashes its flags announce in the
+  // fingerprint column (received before sent).
+  template <typename B, typename List>
+  void Add(List& list, const EventView& e) {
+    const B& b = Body<B>(e);
+    auto r = Next(list, e);
+    Write<B>(e, r);
+    r.setSeq(seqs.Encode(b.comm, b.seq));
+    if constexpr (requires { b.recv_hash; }) {
+      if (Flagged(b.flags, op_flags::kHasRecvHash)) fingerprints.push_back(b.recv_hash);
+    }
+    if constexpr (requires { b.send_hash; }) {
+      if (Flagged(b.flags, op_flags::kHasSendHash)) fingerprints.push_back(b.send_hash);
+    }
+  }
+
   // A delta does not fit 32 bits: the block's deltas move to the wide column.
   // The narrow one is dropped, leaving zeroed words in the message; a rare
   // case (two events more than 2.1 s apart in one block).
@@ -676,42 +426,20 @@ void EventBlockEncoder::Add(const EventView& e) {
   m.prev_index = e.index;
   m.prev_time = e.time_ns;
   switch (e.kind) {
-    case EventKind::kOp: {
-      const auto& o = Body<OpEvent>(e);
-      auto r = m.Next(m.ops, e);
-      WriteOp(e, r);
-      r.setSeq(m.seqs.Encode(o.comm, o.seq));
-      if (Flagged(o.flags, op_flags::kHasSendHash)) m.fingerprints.push_back(o.send_hash);
-      return;
-    }
-    case EventKind::kReturn: {
-      const auto& x = Body<ReturnEvent>(e);
-      auto r = m.Next(m.rets, e);
-      WriteRet(e, r);
-      r.setSeq(m.seqs.Encode(x.comm, x.seq));
-      if (Flagged(x.flags, op_flags::kHasRecvHash)) m.fingerprints.push_back(x.recv_hash);
-      return;
-    }
-    case EventKind::kCompletion: {
-      const auto& x = Body<CompletionEvent>(e);
-      auto r = m.Next(m.completions, e);
-      WriteCompletion(e, r);
-      r.setSeq(m.seqs.Encode(x.comm, x.seq));
-      if (Flagged(x.flags, op_flags::kHasRecvHash)) m.fingerprints.push_back(x.recv_hash);
-      if (Flagged(x.flags, op_flags::kHasSendHash)) m.fingerprints.push_back(x.send_hash);
-      return;
-    }
-    case EventKind::kTest: return WriteTest(e, m.Next(m.tests, e));
-    case EventKind::kCommCreate: return WriteCommCreate(e, m.Next(m.comm_creates, e));
-    case EventKind::kCommFree: return WriteCommFree(e, m.Next(m.comm_frees, e));
-    case EventKind::kGroup: return WriteGroup(e, m.Next(m.groups, e));
-    case EventKind::kEntropy: return WriteEntropy(e, m.Next(m.entropies, e));
-    case EventKind::kSeed: return WriteSeed(e, m.Next(m.seeds, e));
-    case EventKind::kCuda: return WriteCuda(e, m.Next(m.cudas, e));
-    case EventKind::kMark: return WriteMark(e, m.Next(m.marks, e));
-    case EventKind::kError: return WriteError(e, m.Next(m.errors, e));
-    case EventKind::kSignal: return WriteSignal(e, m.Next(m.signals, e));
-    case EventKind::kDrop: return WriteDrop(e, m.Next(m.drops, e));
+    case EventKind::kOp: return m.Add<OpEvent>(m.ops, e);
+    case EventKind::kReturn: return m.Add<ReturnEvent>(m.rets, e);
+    case EventKind::kCompletion: return m.Add<CompletionEvent>(m.completions, e);
+    case EventKind::kTest: return Write<TestEvent>(e, m.Next(m.tests, e));
+    case EventKind::kCommCreate: return Write<CommCreateEvent>(e, m.Next(m.comm_creates, e));
+    case EventKind::kCommFree: return Write<CommFreeEvent>(e, m.Next(m.comm_frees, e));
+    case EventKind::kGroup: return Write<GroupEvent>(e, m.Next(m.groups, e));
+    case EventKind::kEntropy: return Write<EntropyEvent>(e, m.Next(m.entropies, e));
+    case EventKind::kSeed: return Write<SeedEvent>(e, m.Next(m.seeds, e));
+    case EventKind::kCuda: return Write<CudaEvent>(e, m.Next(m.cudas, e));
+    case EventKind::kMark: return Write<MarkEvent>(e, m.Next(m.marks, e));
+    case EventKind::kError: return Write<ErrorEvent>(e, m.Next(m.errors, e));
+    case EventKind::kSignal: return Write<SignalEvent>(e, m.Next(m.signals, e));
+    case EventKind::kDrop: return Write<DropEvent>(e, m.Next(m.drops, e));
     case EventKind::kInfo: return WriteInfo(e, m.Next(m.infos, e));
   }
 }
@@ -912,6 +640,7 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
   ReserveFor(out, n);
   for (unsigned i = 0; i < n; ++i) {
     Event e;
+    auto read = [&](auto list, EventKind kind, auto* body) { Read(next(list, kind, &e), kind, body, &e); };
     index = index + 1 + (index_gaps.size() != 0 ? static_cast<uint64_t>(index_gaps[i]) : 0);
     time = WrappingAdd(time, narrow ? time32[i] : time64[i]);
     e.index = index;
@@ -919,31 +648,31 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     const auto kind = kinds[i];
     switch (kind) {
       case s::EventKind::OP:
-        ReadOp(next(ops, EventKind::kOp, &e), &e);
+        read(ops, EventKind::kOp, &e.op);
         if (!take(e.op.flags, op_flags::kHasSendHash, &e.op.send_hash)) return fingerprint_damage;
         break;
       case s::EventKind::RET:
-        ReadRet(next(rets, EventKind::kReturn, &e), &e);
+        read(rets, EventKind::kReturn, &e.ret);
         if (!take(e.ret.flags, op_flags::kHasRecvHash, &e.ret.recv_hash)) return fingerprint_damage;
         break;
       case s::EventKind::COMPLETION:
-        ReadCompletion(next(completions, EventKind::kCompletion, &e), &e);
+        read(completions, EventKind::kCompletion, &e.completion);
         if (!take(e.completion.flags, op_flags::kHasRecvHash, &e.completion.recv_hash) ||
             !take(e.completion.flags, op_flags::kHasSendHash, &e.completion.send_hash)) {
           return fingerprint_damage;
         }
         break;
-      case s::EventKind::TEST: ReadTest(next(tests, EventKind::kTest, &e), &e); break;
-      case s::EventKind::COMM_CREATE: ReadCommCreate(next(comm_creates, EventKind::kCommCreate, &e), &e); break;
-      case s::EventKind::COMM_FREE: ReadCommFree(next(comm_frees, EventKind::kCommFree, &e), &e); break;
-      case s::EventKind::GROUP: ReadGroup(next(groups, EventKind::kGroup, &e), &e); break;
-      case s::EventKind::ENTROPY: ReadEntropy(next(entropies, EventKind::kEntropy, &e), &e); break;
-      case s::EventKind::SEED: ReadSeed(next(seeds, EventKind::kSeed, &e), &e); break;
-      case s::EventKind::CUDA: ReadCuda(next(cudas, EventKind::kCuda, &e), &e); break;
-      case s::EventKind::MARK: ReadMark(next(marks, EventKind::kMark, &e), &e); break;
-      case s::EventKind::ERROR: ReadError(next(errors, EventKind::kError, &e), &e); break;
-      case s::EventKind::SIGNAL: ReadSignal(next(signals, EventKind::kSignal, &e), &e); break;
-      case s::EventKind::DROP: ReadDrop(next(drops, EventKind::kDrop, &e), &e); break;
+      case s::EventKind::TEST: read(tests, EventKind::kTest, &e.test); break;
+      case s::EventKind::COMM_CREATE: read(comm_creates, EventKind::kCommCreate, &e.comm_create); break;
+      case s::EventKind::COMM_FREE: read(comm_frees, EventKind::kCommFree, &e.comm_free); break;
+      case s::EventKind::GROUP: read(groups, EventKind::kGroup, &e.group); break;
+      case s::EventKind::ENTROPY: read(entropies, EventKind::kEntropy, &e.entropy); break;
+      case s::EventKind::SEED: read(seeds, EventKind::kSeed, &e.seed); break;
+      case s::EventKind::CUDA: read(cudas, EventKind::kCuda, &e.cuda); break;
+      case s::EventKind::MARK: read(marks, EventKind::kMark, &e.mark); break;
+      case s::EventKind::ERROR: read(errors, EventKind::kError, &e.error); break;
+      case s::EventKind::SIGNAL: read(signals, EventKind::kSignal, &e.signal); break;
+      case s::EventKind::DROP: read(drops, EventKind::kDrop, &e.drop); break;
       case s::EventKind::INFO: ReadInfo(next(infos, EventKind::kInfo, &e), &e); break;
       default: ReadUnknown(static_cast<unsigned>(kind), &e); break;
     }

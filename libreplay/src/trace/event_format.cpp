@@ -375,6 +375,67 @@ std::string FormatEvent(const Event& e, const RankHeader& h) {
   return out;
 }
 
+namespace {
+
+std::string_view NameOf(OpKind v) { return OpKindName(v); }
+std::string_view NameOf(DataType v) { return DataTypeName(v); }
+std::string_view NameOf(RedOp v) { return RedOpName(v); }
+std::string_view NameOf(EntropySource v) { return EntropySourceName(v); }
+std::string_view NameOf(SeedSource v) { return SeedSourceName(v); }
+std::string_view NameOf(CudaOp v) { return CudaOpName(v); }
+std::string_view NameOf(ErrorSource v) { return ErrorSourceName(v); }
+
+// One field of a body `b` as JSON, as its role says (event.h).
+template <FieldRole role, typename T, typename B>
+void JsonField(nlohmann::json& j, const char* key, const T& v, const B& b, const RankHeader& h) {
+  using R = FieldRole;
+  if constexpr (role == R::kNum || role == R::kSeq) {
+    j[key] = v;
+  } else if constexpr (role == R::kHex) {
+    j[key] = Hex(v);
+  } else if constexpr (role == R::kHexIfSet) {
+    if (v) j[key] = Hex(v);
+  } else if constexpr (role == R::kNumIfSet) {
+    if (v) j[key] = v;
+  } else if constexpr (role == R::kApi) {
+    j[key] = h.ApiName(v);
+  } else if constexpr (role == R::kName) {
+    j[key] = std::string(NameOf(v));
+  } else if constexpr (role == R::kSendHash || role == R::kSendCount) {
+    if (b.flags & op_flags::kHasSendHash) j[key] = role == R::kSendHash ? nlohmann::json(Hex(v)) : nlohmann::json(v);
+  } else if constexpr (role == R::kRecvHash || role == R::kRecvCount) {
+    if (b.flags & op_flags::kHasRecvHash) j[key] = role == R::kRecvHash ? nlohmann::json(Hex(v)) : nlohmann::json(v);
+  } else if constexpr (role == R::kPayloadHash) {
+    if (b.payload_size) j[key] = Hex(v);
+  } else if constexpr (role == R::kPayloadSize) {
+    if (v) j[key] = v;
+  }
+}
+
+#define REPLAY_JSON_FIELD_(type, member, schema, json, role) JsonField<FieldRole::role>(j, json, b.member, b, h);
+#define REPLAY_BODY_JSON_(Body, fields)                                     \
+  void BodyToJson(const Body& b, const RankHeader& h, nlohmann::json& j) { \
+    fields(REPLAY_JSON_FIELD_)                                             \
+  }
+REPLAY_BODY_JSON_(OpEvent, REPLAY_OP_FIELDS)
+REPLAY_BODY_JSON_(ReturnEvent, REPLAY_RETURN_FIELDS)
+REPLAY_BODY_JSON_(CompletionEvent, REPLAY_COMPLETION_FIELDS)
+REPLAY_BODY_JSON_(TestEvent, REPLAY_TEST_FIELDS)
+REPLAY_BODY_JSON_(CommCreateEvent, REPLAY_COMM_CREATE_FIELDS)
+REPLAY_BODY_JSON_(CommFreeEvent, REPLAY_COMM_FREE_FIELDS)
+REPLAY_BODY_JSON_(GroupEvent, REPLAY_GROUP_FIELDS)
+REPLAY_BODY_JSON_(EntropyEvent, REPLAY_ENTROPY_FIELDS)
+REPLAY_BODY_JSON_(SeedEvent, REPLAY_SEED_FIELDS)
+REPLAY_BODY_JSON_(CudaEvent, REPLAY_CUDA_FIELDS)
+REPLAY_BODY_JSON_(MarkEvent, REPLAY_MARK_FIELDS)
+REPLAY_BODY_JSON_(ErrorEvent, REPLAY_ERROR_FIELDS)
+REPLAY_BODY_JSON_(SignalEvent, REPLAY_SIGNAL_FIELDS)
+REPLAY_BODY_JSON_(DropEvent, REPLAY_DROP_FIELDS)
+#undef REPLAY_BODY_JSON_
+#undef REPLAY_JSON_FIELD_
+
+}  // namespace
+
 nlohmann::json EventToJson(const Event& e, const RankHeader& h) {
   nlohmann::json j;
   j["index"] = e.index;
@@ -382,170 +443,40 @@ nlohmann::json EventToJson(const Event& e, const RankHeader& h) {
   j["thread"] = e.thread;
   if (e.call_site) j["call_site"] = Hex(e.call_site);
   j["kind"] = std::string(EventKindName(e.kind));
+  // The body's fields, then what lives beside it.
   switch (e.kind) {
-    case EventKind::kOp: {
-      const OpEvent& o = e.op;
-      j["api"] = h.ApiName(o.api);
-      j["op"] = std::string(OpKindName(o.kind));
-      j["flags"] = o.flags;
-      j["comm"] = Hex(o.comm);
-      j["seq"] = o.seq;
-      j["peer_seq"] = o.peer_seq;
-      j["count"] = o.count;
-      j["dtype"] = std::string(DataTypeName(o.dtype));
-      j["dtype_size"] = o.dtype_size;
-      if (o.dtype_sig) j["dtype_sig"] = Hex(o.dtype_sig);
-      j["redop"] = std::string(RedOpName(o.redop));
-      j["root"] = o.root;
-      j["peer"] = o.peer;
-      j["tag"] = o.tag;
-      j["send_buf"] = Hex(o.send_buf);
-      j["recv_buf"] = Hex(o.recv_buf);
-      if (o.stream) j["stream"] = Hex(o.stream);
-      if (o.request) j["request"] = o.request;
-      if (o.group) j["group"] = o.group;
-      j["bytes"] = o.bytes;
-      if (o.flags & op_flags::kHasSendHash) {
-        j["send_hash"] = Hex(o.send_hash);
-        j["send_nan"] = o.send_nan;
-        j["send_inf"] = o.send_inf;
-      }
+    case EventKind::kOp:
+      BodyToJson(e.op, h, j);
       if (!e.list.empty()) j["counts"] = e.list;
       break;
-    }
-    case EventKind::kReturn: {
-      const ReturnEvent& r = e.ret;
-      j["api"] = h.ApiName(r.api);
-      j["rc"] = r.rc;
-      j["comm"] = Hex(r.comm);
-      j["seq"] = r.seq;
-      j["peer_seq"] = r.peer_seq;
-      if (r.request) j["request"] = r.request;
-      j["source"] = r.source;
-      j["tag"] = r.tag;
-      j["recv_count"] = r.recv_count;
-      if (r.flags & op_flags::kHasRecvHash) {
-        j["recv_hash"] = Hex(r.recv_hash);
-        j["recv_nan"] = r.recv_nan;
-        j["recv_inf"] = r.recv_inf;
-      }
-      if (r.payload_size) {
-        j["payload_hash"] = Hex(r.payload_hash);
-        j["payload_size"] = r.payload_size;
-      }
-      break;
-    }
-    case EventKind::kCompletion: {
-      const CompletionEvent& c = e.completion;
-      j["request"] = c.request;
-      j["api"] = h.ApiName(c.api);
-      j["rc"] = c.rc;
-      j["comm"] = Hex(c.comm);
-      j["seq"] = c.seq;
-      j["peer_seq"] = c.peer_seq;
-      j["source"] = c.source;
-      j["tag"] = c.tag;
-      j["recv_count"] = c.recv_count;
-      if (c.flags & op_flags::kHasSendHash) {
-        j["send_hash"] = Hex(c.send_hash);
-        j["send_nan"] = c.send_nan;
-        j["send_inf"] = c.send_inf;
-      }
-      if (c.flags & op_flags::kHasRecvHash) {
-        j["recv_hash"] = Hex(c.recv_hash);
-        j["recv_nan"] = c.recv_nan;
-        j["recv_inf"] = c.recv_inf;
-      }
-      if (c.payload_size) {
-        j["payload_hash"] = Hex(c.payload_hash);
-        j["payload_size"] = c.payload_size;
-      }
-      j["cancelled"] = c.cancelled;
-      break;
-    }
-    case EventKind::kTest: {
-      const TestEvent& t = e.test;
-      j["api"] = h.ApiName(t.api);
-      j["flag"] = t.flag;
-      j["index_out"] = t.index;
+    case EventKind::kReturn: BodyToJson(e.ret, h, j); break;
+    case EventKind::kCompletion: BodyToJson(e.completion, h, j); break;
+    case EventKind::kTest:
+      BodyToJson(e.test, h, j);
       j["indices"] = e.list;
-      j["source"] = t.source;
-      j["tag"] = t.tag;
-      j["count"] = t.count;
-      j["comm"] = Hex(t.comm);
-      j["rc"] = t.rc;
       break;
-    }
-    case EventKind::kCommCreate: {
-      const CommCreateEvent& c = e.comm_create;
-      j["comm"] = Hex(c.comm);
-      j["parent"] = Hex(c.parent);
-      j["api"] = h.ApiName(c.api);
-      j["parent_seq"] = c.parent_seq;
-      j["color"] = c.color;
-      j["key"] = c.key;
-      j["size"] = c.size;
-      j["rank"] = c.rank;
+    case EventKind::kCommCreate:
+      BodyToJson(e.comm_create, h, j);
       j["members"] = e.list;
-      j["handle"] = Hex(c.handle);
-      j["flags"] = c.flags;
-      if (c.unique_id) j["unique_id"] = Hex(c.unique_id);
-      j["device"] = c.device;
       break;
-    }
-    case EventKind::kCommFree:
-      j["comm"] = Hex(e.comm_free.comm);
-      j["api"] = h.ApiName(e.comm_free.api);
-      j["rc"] = e.comm_free.rc;
-      break;
-    case EventKind::kGroup:
-      j["is_end"] = e.group.is_end;
-      j["id"] = e.group.id;
-      j["depth"] = e.group.depth;
-      j["api"] = h.ApiName(e.group.api);
-      j["rc"] = e.group.rc;
-      break;
+    case EventKind::kCommFree: BodyToJson(e.comm_free, h, j); break;
+    case EventKind::kGroup: BodyToJson(e.group, h, j); break;
     case EventKind::kEntropy:
-      j["source"] = std::string(EntropySourceName(e.entropy.source));
-      j["requested"] = e.entropy.requested;
-      j["flags"] = e.entropy.flags;
-      j["rc"] = e.entropy.rc;
+      BodyToJson(e.entropy, h, j);
       j["bytes"] = Printable(e.text, e.text.size());
       break;
-    case EventKind::kSeed:
-      j["source"] = std::string(SeedSourceName(e.seed.source));
-      j["value"] = e.seed.value;
-      j["state"] = Hex(e.seed.state);
-      break;
-    case EventKind::kCuda:
-      j["op"] = std::string(CudaOpName(e.cuda.op));
-      j["stream"] = Hex(e.cuda.stream);
-      j["event"] = Hex(e.cuda.event);
-      j["graph"] = Hex(e.cuda.graph);
-      j["other"] = Hex(e.cuda.other);
-      j["count"] = e.cuda.count;
-      j["device"] = e.cuda.device;
-      j["rc"] = e.cuda.rc;
-      break;
+    case EventKind::kSeed: BodyToJson(e.seed, h, j); break;
+    case EventKind::kCuda: BodyToJson(e.cuda, h, j); break;
     case EventKind::kMark:
+      BodyToJson(e.mark, h, j);
       j["name"] = e.text;
-      j["value"] = e.mark.value;
       break;
     case EventKind::kError:
-      j["source"] = std::string(ErrorSourceName(e.error.source));
-      j["code"] = e.error.code;
-      j["comm"] = Hex(e.error.comm);
+      BodyToJson(e.error, h, j);
       j["message"] = e.text;
       break;
-    case EventKind::kSignal:
-      j["signo"] = e.signal.signo;
-      j["code"] = e.signal.code;
-      j["address"] = Hex(e.signal.address);
-      j["fatal"] = e.signal.fatal;
-      break;
-    case EventKind::kDrop:
-      j["count"] = e.drop.count;
-      break;
+    case EventKind::kSignal: BodyToJson(e.signal, h, j); break;
+    case EventKind::kDrop: BodyToJson(e.drop, h, j); break;
     case EventKind::kInfo:
       j["key"] = std::string(e.info_key());
       j["value"] = std::string(e.info_value());
