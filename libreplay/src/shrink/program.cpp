@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "interop/trace_builder.h"
+#include "replay/op_shape.h"
 #include "util/hash.h"
 
 namespace replay::shrink {
@@ -19,33 +20,32 @@ bool IsMessage(OpKind k) {
 
 bool IsRecvSide(OpKind k) { return k == OpKind::kRecv || k == OpKind::kMrecv || k == OpKind::kSendrecv; }
 
-bool IsRooted(OpKind k) {
-  return k == OpKind::kBcast || k == OpKind::kReduce || k == OpKind::kGather || k == OpKind::kGatherv ||
-         k == OpKind::kScatter || k == OpKind::kScatterv;
-}
+bool IsRooted(OpKind k) { return ShapeOf(k).rooted; }
 
 // Whether the op's count is the per-rank count times the communicator size,
-// as MPI's alltoall, root's scatter and reduce_scatter_block are recorded.
+// as MPI's alltoall, root's scatter and reduce_scatter_block are recorded
+// (op_shape.h: what they send is a block per peer). Neighbourhood collectives
+// count their neighbours, not the communicator.
 bool CountTimesSize(const OpEvent& op, bool nccl) {
   if (nccl) return false;  // NCCL's counts are per rank
-  return op.kind == OpKind::kAlltoall || op.kind == OpKind::kScatter || op.kind == OpKind::kReduceScatterBlock;
+  const OpShape s = ShapeOf(op.kind);
+  return !s.neighbors && !s.count_is_call && s.send.blocks == Blocks::kPerPeer;
 }
 
-// Ops whose `list` holds one count per member of the communicator (two
-// halves of them for alltoallv and alltoallw).
+// How many per-member count lists an op's `list` holds (two halves of it for
+// alltoallv and alltoallw), in the order op_shape.h keeps them.
 int CountLists(OpKind k) {
-  switch (k) {
-    case OpKind::kGatherv:
-    case OpKind::kAllgatherv:
-    case OpKind::kScatterv:
-    case OpKind::kReduceScatter:
-      return 1;
-    case OpKind::kAlltoallv:
-    case OpKind::kAlltoallw:
-      return 2;
-    default:
-      return 0;
-  }
+  const OpShape s = ShapeOf(k);
+  if (s.neighbors) return 0;
+  auto listed = [](Blocks b) { return b == Blocks::kListed || b == Blocks::kListedOwn ? 1 : 0; };
+  return listed(s.send.blocks) + listed(s.recv.blocks);
+}
+
+// Whether an op's count is the sum of its first list: what it sends is
+// listed per peer.
+bool CountIsListSum(OpKind k) {
+  const OpShape s = ShapeOf(k);
+  return !s.neighbors && (s.send.blocks == Blocks::kListed || s.send.blocks == Blocks::kListedTotal);
 }
 
 // Union-find over the calls of all ranks, numbered one after the other.
@@ -576,9 +576,7 @@ Candidate Program::Materialize(const Selection& sel) const {
             e.list = std::move(kept);
           }
           for (int64_t& v : e.list) v = scale(v);
-          const bool summed = o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAlltoallv ||
-                              o.kind == OpKind::kAlltoallw || o.kind == OpKind::kScatterv;
-          if (summed && !e.list.empty() && o.count > 0) {
+          if (CountIsListSum(o.kind) && !e.list.empty() && o.count > 0) {
             // What a rank sends: the sum of its (first) list.
             const size_t n = lists == 2 ? e.list.size() / 2 : e.list.size();
             o.count = std::accumulate(e.list.begin(), e.list.begin() + static_cast<ptrdiff_t>(n), int64_t{0});
