@@ -93,9 +93,10 @@ int Run(const std::string& dir, bool json, bool live, double min_wait_s, int thr
   options.live = live;
   options.min_wait_ns = min_wait_s >= 0 ? static_cast<int64_t>(min_wait_s * 1e9) : -1;
   options.threads = threads;
-  Progress progress("reading ranks", (*trace)->ranks().size());
-  options.progress = [&](size_t done, size_t) { progress.Update(done); };
+  Progress progress("reading", (*trace)->ranks().size());
+  options.progress = [&](const ReadProgress& p) { progress.Update(p); };
   auto report = CheckTrace(**trace, options);
+  progress.Clear();
   if (!report.ok()) return Fail("check", report.status());
   report->trace = dir;  // as given: a bundle or dumps are read from a temporary directory
   if (json) {

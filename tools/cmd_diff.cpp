@@ -88,8 +88,8 @@ int Run(const std::string& a_dir, const std::string& b_dir, bool json, int conte
   options.context = context;
   options.ranks = ranks;
   options.compare_call_sites = !ignore_sites;
-  Progress progress("comparing ranks", (*a)->ranks().size());
-  options.progress = [&](size_t done, size_t) { progress.Update(done); };
+  Progress progress("comparing", (*a)->ranks().size());
+  options.progress = [&](const ReadProgress& p) { progress.Update(p); };
   auto report = DiffTraces(**a, **b, options);
   if (!report.ok()) return Fail("diff", report.status());
   if (json) {

@@ -50,8 +50,8 @@ int Run(const Options& opt) {
   }
   auto trace = OpenTrace(opt.dir);
   if (!trace.ok()) return Fail("export", trace.status());
-  Progress progress("reading ranks", (*trace)->ranks().size());
-  auto on_rank = [&](size_t done, size_t) { progress.Update(done); };
+  Progress progress("reading", (*trace)->ranks().size());
+  auto on_rank = [&](const ReadProgress& p) { progress.Update(p); };
 
   if (opt.format == "perfetto") {
     if (opt.json) return Fail("export", "--json is for --format flight-recorder (Perfetto traces are always JSON)");
@@ -61,6 +61,7 @@ int Run(const Options& opt) {
     if (opt.out == "-") {
       auto summary = WritePerfetto(**trace, std::cout, po);
       std::cout.flush();
+      progress.Clear();
       if (!summary.ok()) return Fail("export", summary.status());
       return kExitOk;
     }
@@ -69,6 +70,7 @@ int Run(const Options& opt) {
     if (!f) return Fail("export", "cannot create " + opt.out);
     auto summary = WritePerfetto(**trace, f, po);
     f.close();
+    progress.Clear();
     if (!summary.ok() || !f || std::rename(tmp.c_str(), opt.out.c_str()) != 0) {
       std::remove(tmp.c_str());
       return Fail("export", summary.ok() ? Status::IoError("cannot write " + opt.out) : summary.status());
@@ -86,6 +88,7 @@ int Run(const Options& opt) {
     fo.ranks = ranks;
     fo.progress = on_rank;
     auto files = ExportFlightRecorder(**trace, opt.out, fo);
+    progress.Clear();
     if (!files.ok()) return Fail("export", files.status());
     std::printf("%s %s: %zu Flight Recorder dumps (%s), e.g. %s\n", Paint(Color::kBold, "replay export").c_str(),
                 opt.out.c_str(), files->size(), fo.json ? "JSON" : "pickle",

@@ -8,6 +8,7 @@
 #include "replay/event_format.h"
 #include "replay/trace_reader.h"
 #include "term.h"
+#include "trace/read_progress.h"
 #include "trace_input.h"
 #include "util/json.h"
 
@@ -21,9 +22,9 @@ damaged blocks.
 
 Exit status: 0 when the trace was read, 2 when it could not be.)";
 
-// What the summary shows of one rank. Taken from its reader, which is then
-// dropped: a rank's decoded events can take hundreds of MiB, and the trace may
-// have many ranks.
+// What the summary shows of one rank, taken from one walk over its events
+// (read as a stream: a rank's decoded events can take hundreds of MiB, and the
+// trace may have many ranks).
 struct RankRow {
   const RankEntry* entry = nullptr;
   Status error;  // not Ok: the rank could not be read, and the rest is unset
@@ -39,7 +40,7 @@ struct RankRow {
   int fatal_signal = 0;
 };
 
-RankRow Summarise(const RankEntry* entry, const RankReader& rr) {
+RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* progress) {
   RankRow row;
   row.entry = entry;
   row.rank = rr.rank();
@@ -47,13 +48,19 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr) {
   row.host = rr.header().host;
   row.pid = rr.header().pid;
   row.close_reason = rr.header().close_reason;
-  row.events = rr.events().size();
-  row.span_ns = rr.events().empty() ? 0 : rr.events().back().time_ns - rr.events().front().time_ns;
-  row.stats = rr.stats();
-  row.problems = rr.problems();
-  for (const Event& e : rr.events()) {
+  auto walk = rr.ForEachEvent(progress->Counting([&](const Event& e) {
     if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
+    return true;
+  }));
+  if (!walk.ok()) {
+    row.error = walk.status();
+    return row;
   }
+  row.events = walk->events;
+  row.span_ns = walk->events == 0 ? 0 : walk->last_ns - walk->first_ns;
+  row.stats = walk->stats;
+  row.problems = std::move(walk->problems);
+  progress->RankDone(walk->events);
   return row;
 }
 
@@ -78,19 +85,23 @@ int Run(const std::string& dir, bool json) {
   if (!trace.ok()) return Fail("info", trace.status());
   const TraceReader& t = **trace;
   std::vector<RankRow> rows;
-  Progress progress("reading ranks", t.ranks().size());
+  Progress progress("reading", t.ranks().size());
+  ProgressTally tally(t, {}, [&](const ReadProgress& p) { progress.Update(p); });
+  ReadOptions stream;
+  stream.stream = true;
   for (size_t i = 0; i < t.ranks().size(); ++i) {
-    auto r = t.OpenRank(i);
+    auto r = t.OpenRank(i, stream);
     if (r.ok()) {
-      rows.push_back(Summarise(&t.ranks()[i], **r));
+      rows.push_back(Summarise(&t.ranks()[i], **r, &tally));
     } else {
       RankRow row;
       row.entry = &t.ranks()[i];
       row.error = r.status();
       rows.push_back(std::move(row));
+      tally.RankDone();
     }
-    progress.Update(i + 1);
   }
+  progress.Clear();
 
   if (json) {
     nlohmann::json j;

@@ -42,24 +42,31 @@ int Run(const Options& opt) {
   auto trace = OpenTrace(opt.dir);
   if (!trace.ok()) return Fail("report", trace.status());
   const size_t ranks = (*trace)->ranks().size();
-  Progress progress("checking ranks", ranks);
+  Progress progress("checking", ranks);
   CheckOptions co;
-  co.progress = [&](size_t done, size_t) { progress.Update(done); };
+  co.progress = [&](const ReadProgress& p) { progress.Update(p); };
   auto report = CheckTrace(**trace, co);
   if (!report.ok()) return Fail("report", report.status());
   report->trace = opt.dir;
 
   ReportOptions ro;
   ro.title = Name(opt.dir);
-  ro.progress = [&](size_t done, size_t total) { progress.Update("drawing ranks", done, total, false); };
+  bool drawing = false;
+  ro.progress = [&](const ReadProgress& p) {
+    if (!drawing) progress.Phase("drawing");
+    drawing = true;
+    progress.Update(p);
+  };
   std::string text;
   if (opt.markdown) {
     text = RenderMarkdownReport(**trace, *report, ro);
   } else {
     auto html = RenderHtmlReport(**trace, *report, ro);
+    progress.Clear();
     if (!html.ok()) return Fail("report", html.status());
     text = std::move(html).value();
   }
+  progress.Clear();
   if (opt.markdown && opt.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return kExitOk;

@@ -41,8 +41,11 @@ Progress::Progress(std::string what, size_t total, bool bytes)
   last_ms_ = NowMs();
 }
 
-Progress::~Progress() {
-  if (active_) std::fprintf(stderr, "\r\033[K");
+Progress::~Progress() { Clear(); }
+
+void Progress::Clear() {
+  if (active_ && shown_) std::fprintf(stderr, "\r\033[K");
+  shown_ = false;
 }
 
 void Progress::Update(size_t done) {
@@ -56,6 +59,38 @@ void Progress::Update(size_t done) {
     std::fprintf(stderr, "\r\033[K%s %zu/%zu", what_.c_str(), done, total_);
   }
   std::fflush(stderr);
+  shown_ = true;
+}
+
+namespace {
+// "12.4 M", "830 k", "512".
+std::string Count(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000) {
+    std::snprintf(buf, sizeof(buf), "%.1f M", static_cast<double>(n) / 1e6);
+  } else if (n >= 10000) {
+    std::snprintf(buf, sizeof(buf), "%.0f k", static_cast<double>(n) / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu", static_cast<unsigned long long>(n));
+  }
+  return buf;
+}
+}  // namespace
+
+void Progress::Update(const ReadProgress& p) {
+  if (!active_) return;
+  long long now = NowMs();
+  if (now - last_ms_ < 100 && p.ranks_done < p.ranks) return;
+  last_ms_ = now;
+  std::string events = Count(p.events_done) + (p.events > 0 ? "/" + Count(p.events) : "") + " events";
+  std::fprintf(stderr, "\r\033[K%s %zu/%zu ranks, %s", what_.c_str(), p.ranks_done, p.ranks, events.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void Progress::Phase(const std::string& what) {
+  what_ = what;
+  last_ms_ = 0;
 }
 
 void Progress::Update(const std::string& what, size_t done, size_t total, bool bytes) {

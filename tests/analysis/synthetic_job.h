@@ -213,6 +213,9 @@ class SyntheticJob {
   }
 
   void Mark(int rank, const std::string& name, int64_t value) { Append(rank, Event::MakeMark(name, value)); }
+  // Writes what the rank appended so far (there is no writer thread; a long
+  // rank would fill its ring).
+  void Flush(int rank) { REQUIRE(writers_[static_cast<size_t>(rank)]->Flush().ok()); }
 
   void Finalize(int rank) {
     Append(rank, Op(kMpiFinalize, OpKind::kFinalize, 0, 0));

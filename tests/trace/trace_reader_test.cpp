@@ -1,5 +1,6 @@
 #include "replay/trace_reader.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -437,6 +438,134 @@ TEST_CASE("event times no clock gives are clamped and reported, so sums of times
   bool said = false;
   for (const TraceProblem& p : (*r)->problems()) said = said || p.message.find("2 events with a time") != std::string::npos;
   CHECK(said);
+}
+
+// The events of a rank, walked as a stream.
+std::vector<Event> Walked(const std::string& rank_dir, EventWalk* walk = nullptr) {
+  ReadOptions o;
+  o.stream = true;
+  auto r = RankReader::Open(rank_dir, o);
+  REQUIRE(r.ok());
+  CHECK((*r)->events().empty());
+  std::vector<Event> out;
+  auto w = (*r)->ForEachEvent([&](const Event& e) {
+    out.push_back(e);
+    return true;
+  });
+  REQUIRE(w.ok());
+  CHECK(w->events == out.size());
+  if (walk != nullptr) *walk = *w;
+  return out;
+}
+
+// Rewrites rank 0's events stream as the given blocks of events.
+void WriteBlocks(const std::string& dir, const std::vector<std::vector<Event>>& blocks) {
+  std::string file;
+  const Uuid uuid{1, 2, 3};
+  EncodeFileHeader(format::StreamKind::kEvents, uuid.data(), &file);
+  EventBlockEncoder encoder;
+  BlockCodec codec;
+  for (const std::vector<Event>& b : blocks) {
+    std::span<const uint8_t> raw = encoder.Encode(b);
+    REQUIRE(codec.Encode(format::BlockKind::kEvents, b.front().index, b.size(), raw, &file).ok());
+  }
+  testing::WriteFile(dir + "/rank-00000/events", file);
+}
+
+TEST_CASE("a rank opened to stream walks the events and the damage of one read whole", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 1000);
+  std::string path = dir / "rank-00000/events";
+  std::string bytes = testing::ReadFile(path);
+  bytes[bytes.size() / 2] ^= 0x10;
+  testing::WriteFile(path, bytes);
+  auto whole = RankReader::Open(dir / "rank-00000");
+  REQUIRE(whole.ok());
+  EventWalk walk;
+  std::vector<Event> streamed = Walked(dir / "rank-00000", &walk);
+  CHECK(streamed == (*whole)->events());
+  CHECK(walk.stats.missing == 100);
+  CHECK(walk.stats.blocks == (*whole)->stats().blocks);
+  CHECK(walk.first_ns == (*whole)->events().front().time_ns);
+  CHECK(walk.last_ns == (*whole)->events().back().time_ns);
+  REQUIRE(walk.problems.size() == (*whole)->problems().size());
+  for (size_t i = 0; i < walk.problems.size(); ++i) CHECK(walk.problems[i].message == (*whole)->problems()[i].message);
+
+  SECTION("and can stop early") {
+    ReadOptions o;
+    o.stream = true;
+    auto r = RankReader::Open(dir / "rank-00000", o);
+    REQUIRE(r.ok());
+    int seen = 0;
+    REQUIRE((*r)->ForEachEvent([&](const Event&) { return ++seen < 10; }).ok());
+    CHECK(seen == 10);
+  }
+}
+
+TEST_CASE("a running rank opened to stream walks its blocks and then its ring", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o;
+  o.dir = dir.path();
+  o.header.rank = 0;
+  o.background_thread = false;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  for (int i = 0; i < 50; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  REQUIRE((*w)->Flush().ok());
+  for (int i = 50; i < 80; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  EventWalk walk;
+  std::vector<Event> streamed = Walked(dir / "rank-00000", &walk);
+  REQUIRE(streamed.size() == 80);
+  for (size_t i = 0; i < streamed.size(); ++i) CHECK(streamed[i].index == i);
+  CHECK(walk.stats.salvaged == 30);
+  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+}
+
+TEST_CASE("events a slow thread published late are walked in index order", "[trace]") {
+  testing::TempDir dir;
+  WriteTrace(dir.path(), 1, 1);
+  std::vector<Event> all;
+  for (int i = 0; i < 800; ++i) {
+    all.push_back(testing::AllreduceOp(5, i + 1, 4, i));
+    all.back().index = static_cast<uint64_t>(i);
+  }
+  auto block = [&](std::vector<int> indexes) {
+    std::vector<Event> b;
+    for (int i : indexes) b.push_back(all[static_cast<size_t>(i)]);
+    return b;
+  };
+  auto range = [](int from, int to, std::vector<int> skip = {}) {
+    std::vector<int> v;
+    for (int i = from; i < to; ++i) {
+      if (std::find(skip.begin(), skip.end(), i) == skip.end()) v.push_back(i);
+    }
+    return v;
+  };
+  std::vector<int> late_block = {50};
+  for (int i : range(200, 300)) late_block.push_back(i);
+  SECTION("one or a few blocks late: in order either way") {
+    WriteBlocks(dir.path(), {block(range(0, 100, {50})), block(range(100, 200)), block(late_block)});
+    std::vector<Event> streamed = Walked(dir / "rank-00000");
+    REQUIRE(streamed.size() == 300);
+    for (size_t i = 0; i < streamed.size(); ++i) CHECK(streamed[i].index == i);
+  }
+  SECTION("further out of place: the stream passes it late and says so, read whole it is sorted in") {
+    std::vector<int> very_late = {50};
+    for (int i : range(700, 800)) very_late.push_back(i);
+    WriteBlocks(dir.path(), {block(range(0, 100, {50})), block(range(100, 200)), block(range(200, 300)),
+                             block(range(300, 400)), block(range(400, 500)), block(range(500, 600)),
+                             block(range(600, 700)), block(very_late)});
+    EventWalk walk;
+    std::vector<Event> streamed = Walked(dir / "rank-00000", &walk);
+    REQUIRE(streamed.size() == 800);
+    bool said = false;
+    for (const TraceProblem& p : walk.problems) said = said || p.message.find("1 events stored more than") == 0;
+    CHECK(said);
+    auto whole = RankReader::Open(dir / "rank-00000");
+    REQUIRE(whole.ok());
+    REQUIRE((*whole)->events().size() == 800);
+    for (size_t i = 0; i < 800; ++i) CHECK((*whole)->events()[i].index == i);
+  }
 }
 
 }  // namespace

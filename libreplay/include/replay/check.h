@@ -121,8 +121,8 @@ struct CheckOptions {
   double straggler_fraction = 0.6;
   int64_t straggler_min_margin_ns = 1'000'000;
   double straggler_min_share = 0.05;
-  // Called after each rank is read: (ranks done, ranks in total).
-  std::function<void(size_t, size_t)> progress;
+  // Told how far reading the ranks has got.
+  ReadProgressFn progress;
 };
 
 struct CheckReport {

@@ -37,7 +37,7 @@ struct DiffOptions {
   std::vector<int32_t> ranks;    // compare only these; empty: all
   bool compare_call_sites = true;
   int threads = 0;               // 0: one per core, at most 8
-  std::function<void(size_t, size_t)> progress;  // (ranks done, ranks in total)
+  ReadProgressFn progress;  // how far reading the ranks has got
 };
 
 struct DiffEvent {

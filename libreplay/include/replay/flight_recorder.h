@@ -58,7 +58,7 @@ struct FlightRecorderExportOptions {
   bool json = false;                        // JSON documents instead of pickles
   std::string prefix = "nccl_trace_rank_";  // file names: <prefix><rank>[.json]
   std::vector<int32_t> ranks;               // empty: all
-  std::function<void(size_t, size_t)> progress;
+  ReadProgressFn progress;  // how far reading the ranks has got
 };
 
 // Writes one dump per rank of `trace` into the directory `out_dir` (created if

@@ -32,7 +32,7 @@ namespace replay {
 struct PerfettoOptions {
   std::vector<int32_t> ranks;  // world ranks; empty: all
   bool flows = true;           // arrows between matched operations
-  std::function<void(size_t, size_t)> progress;  // ranks read, ranks in all
+  ReadProgressFn progress;  // how far reading the ranks has got
 };
 
 struct PerfettoSummary {

@@ -32,7 +32,7 @@ struct ReportOptions {
   size_t ops_after = 12;        // ... and after it
   size_t max_ranks = 32;        // timeline rows at most
   size_t max_arrows = 1500;
-  std::function<void(size_t, size_t)> progress;  // ranks read, ranks in all
+  ReadProgressFn progress;  // how far reading the ranks has got
 };
 
 // The HTML page for `trace`, whose check gave `report`.

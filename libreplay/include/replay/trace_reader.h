@@ -5,12 +5,15 @@
 // its header, every intact block of its events stream, and whatever its ring
 // still holds (a rank that crashed, or one that is still running), merged into
 // one list of events in index order. Damage is never fatal: a torn or corrupt
-// block is skipped and reported as a TraceProblem with its offset.
+// block is skipped and reported as a TraceProblem with its offset. Opened to
+// stream (ReadOptions::stream), a reader holds no events and walks them from
+// the file as often as asked.
 //
 // Readers are immutable once opened; const methods are safe from any thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,7 +56,32 @@ struct RankStats {
 
 struct ReadOptions {
   bool salvage_ring = true;   // read the ring of ranks that did not close cleanly
+  // Leave the events where they are: Open reads the header, the ring and the
+  // file, and ForEachEvent decodes the events one block at a time as it walks
+  // them, so a rank of any size is read in bounded memory. events() is then
+  // empty, and what decoding finds (damaged blocks, gaps) is in the walk's
+  // result rather than in problems() and stats().
+  bool stream = false;
 };
+
+// What a walk over a rank's events saw (RankReader::ForEachEvent).
+struct EventWalk {
+  uint64_t events = 0;               // events passed to the callback
+  int64_t first_ns = 0, last_ns = 0; // times of the first and last of them
+  RankStats stats;                   // the rank's, complete
+  std::vector<TraceProblem> problems;  // the rank's, complete
+};
+
+// How far a command that reads every rank of a trace has got. Commands call
+// their progress function from one thread at a time, often (every few
+// thousand events): throttle what it draws.
+struct ReadProgress {
+  size_t ranks_done = 0;
+  size_t ranks = 0;          // to read in all
+  uint64_t events_done = 0;
+  uint64_t events = 0;       // in all, as the ranks' headers say; 0 when a rank's count is not known
+};
+using ReadProgressFn = std::function<void(const ReadProgress&)>;
 
 class RankReader {
  public:
@@ -73,8 +101,13 @@ class RankReader {
   // from the directory name; -1 if none says.
   int32_t rank() const { return rank_; }
   RankStatus status() const { return status_; }
-  // All events, by index, without duplicates.
+  // All events, by index, without duplicates; empty when opened to stream.
   const std::vector<Event>& events() const { return events_; }
+  // Calls `fn` with every event, by index, without duplicates, until it
+  // returns false. Opened to stream, each walk decodes the events stream
+  // again, one block at a time; otherwise it walks events().
+  Result<EventWalk> ForEachEvent(const std::function<bool(const Event&)>& fn) const;
+  bool streaming() const { return stream_ != nullptr; }
   const std::vector<TraceProblem>& problems() const { return problems_; }
   const RankStats& stats() const { return stats_; }
   // The bytes stored under `hash` in the payloads stream; kNotFound if absent.
@@ -82,6 +115,8 @@ class RankReader {
   bool has_payloads() const;
 
  private:
+  struct Stream;  // the events file and salvaged ring of a rank opened to stream
+
   RankReader() = default;
   Status Load(const ReadOptions& options);
   void ReserveEvents(std::span<const uint8_t> events_stream, uint64_t offset);
@@ -93,6 +128,7 @@ class RankReader {
   int32_t rank_ = -1;
   RankStatus status_ = RankStatus::kSalvaged;
   std::vector<Event> events_;
+  std::shared_ptr<const Stream> stream_;
   std::vector<TraceProblem> problems_;
   RankStats stats_;
   // Payload index: hash -> offsets of its block(s), built on first use.

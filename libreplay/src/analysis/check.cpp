@@ -57,18 +57,29 @@ std::vector<std::string> ReadRanks(const TraceReader& trace, const analysis::Dig
   std::vector<std::string> unreadable;
   std::mutex mu;
   std::atomic<size_t> next{0};
-  size_t done = 0;
+  ProgressTally progress(trace, {}, options.progress);
+  analysis::DigestOptions walk_options = digest_options;
+  walk_options.progress = &progress;
   auto work = [&] {
     for (size_t i = next++; i < n; i = next++) {
-      auto reader = trace.OpenRank(i);
+      ReadOptions stream;
+      stream.stream = true;
+      auto reader = trace.OpenRank(i, stream);
       if (!reader.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         unreadable.push_back(trace.ranks()[i].name + ": " + reader.status().message());
-        ++done;
-        if (options.progress) options.progress(done, n);
+        progress.RankDone();
         continue;
       }
-      RankDigest d = analysis::DigestRank(**reader, digest_options);
+      // Collectives the rank is done with go into the index as the rank is read.
+      analysis::DigestOptions rank_options = walk_options;
+      const int32_t rank = (*reader)->rank();
+      const int64_t start = (*reader)->header().start_realtime_ns;
+      rank_options.flush = [&](std::vector<analysis::CollEntry>& done) {
+        std::lock_guard<std::mutex> lock(mu);
+        job->collectives.Merge(done, rank, start);
+      };
+      RankDigest d = analysis::DigestRank(**reader, rank_options);
       reader->reset();  // the events go; the digest stays
       std::lock_guard<std::mutex> lock(mu);
       for (const analysis::CommRecord& c : d.comms) job->lineage.Add(c, d.rank);
@@ -76,9 +87,9 @@ std::vector<std::string> ReadRanks(const TraceReader& trace, const analysis::Dig
       job->p2p.Merge(d);
       for (const auto& [t, count] : d.transitions) job->transitions[t] += count;
       d.transitions.clear();
+      const uint64_t events = d.events;
       slots[i] = std::move(d);
-      ++done;
-      if (options.progress) options.progress(done, n);
+      progress.RankDone(events);
     }
   };
   int threads = options.threads > 0 ? options.threads

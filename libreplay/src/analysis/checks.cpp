@@ -197,28 +197,36 @@ Expanded Expand(const JobView& job, const CollKey& key, const CollSummary& s) {
     g->api_name = d != nullptr ? d->Api(g->api) : "api#" + std::to_string(g->api);
   };
   RankSet others;
-  for (const SigGroup& g : s.other_sigs) others.Merge(g.ranks);
+  for (const SigGroup& g : s.other_sigs()) others.Merge(g.ranks);
   if (s.sig.count > 0) {
-    x.sigs.push_back(s.sig);
-    x.sigs.back().ranks = rest(others);
+    SigGroup g;
+    g.sig = job.collectives.Signature(s.sig.hash);
+    g.hash = s.sig.hash;
+    g.count = s.sig.count;
+    g.changed = s.sig.changed;
+    g.first_rank = s.sig.first_rank;
+    g.api = s.sig.api;
+    g.call_site = s.sig.call_site;
+    g.ranks = rest(others);
+    x.sigs.push_back(std::move(g));
   }
-  for (const SigGroup& g : s.other_sigs) x.sigs.push_back(g);
+  for (const SigGroup& g : s.other_sigs()) x.sigs.push_back(g);
   for (SigGroup& g : x.sigs) name(&g);
   if (s.out.count > 0) {
     // Ranks with an output: those that finished it (all of them, at level hash).
-    RankSet not_first = s.stuck;
-    not_first.Merge(s.in_progress);
-    not_first.Merge(s.pending);
-    for (const OutGroup& o : s.other_outs) not_first.Merge(o.ranks);
+    RankSet not_first = s.stuck();
+    not_first.Merge(s.in_progress());
+    not_first.Merge(s.pending());
+    for (const OutGroup& o : s.other_outs()) not_first.Merge(o.ranks);
     x.outs.push_back(OutGroup{s.out.hash, s.out.count, rest(not_first)});
   }
-  for (const OutGroup& o : s.other_outs) x.outs.push_back(o);
+  for (const OutGroup& o : s.other_outs()) x.outs.push_back(o);
   if (s.pred.count > 0) {
     RankSet claimed;
-    for (const PredClaim& p : s.other_preds) claimed.Merge(p.ranks);
+    for (const PredClaim& p : s.other_preds()) claimed.Merge(p.ranks);
     x.preds.push_back(PredClaim{s.pred.comm, s.pred.seq, s.pred.count, rest(claimed)});
   }
-  for (const PredClaim& p : s.other_preds) x.preds.push_back(p);
+  for (const PredClaim& p : s.other_preds()) x.preds.push_back(p);
   return x;
 }
 
@@ -395,9 +403,9 @@ std::string Outcome(const CollContext& c) {
   std::vector<int32_t> stuck, died, done, pending;
   for (int32_t r : c.x.entered.ToVector()) {
     const RankDigest* d = c.job.Rank(r);
-    if (c.s.stuck.Has(r) || c.s.in_progress.Has(r)) {
+    if (c.s.stuck().Has(r) || c.s.in_progress().Has(r)) {
       (d != nullptr && (d->fatal_signal != 0 && IsCrashSignal(d->fatal_signal)) ? died : stuck).push_back(r);
-    } else if (c.s.pending.Has(r)) {
+    } else if (c.s.pending().Has(r)) {
       pending.push_back(r);
     } else {
       done.push_back(r);
@@ -472,7 +480,7 @@ void MismatchFinding(const CollContext& c, std::vector<RankedFinding>* out) {
     j["expected"] = !culprits.Has(g->first_rank);
     f.facts["groups"].push_back(j);
   }
-  f.facts["stuck"] = c.s.stuck.ToVector();
+  f.facts["stuck"] = c.s.stuck().ToVector();
   out->push_back({std::move(f), 0, c.s.first_enter_abs});
 }
 
@@ -501,7 +509,7 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
     if (dev < 0) ++deviating;
   }
   const RankSet& entered = c.x.entered;
-  std::vector<int32_t> stuck = c.s.stuck.ToVector();
+  std::vector<int32_t> stuck = c.s.stuck().ToVector();
   if (!stuck.empty()) {
     f.title = Ranks(missing) + " never entered " + c.what + ", which " + Ranks(stuck) +
               (stuck.size() == 1 ? " is" : " are") + " blocked in";
@@ -531,7 +539,7 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
   if (f.ranks.size() > shown) f.details.push_back("... and " + std::to_string(f.ranks.size() - shown) + " more");
   // A cycle: missing ranks stuck in a collective that ranks stuck here never
   // entered. Grouped by where they are stuck.
-  RankSet stuck_here = c.s.stuck;
+  RankSet stuck_here = c.s.stuck();
   std::map<std::pair<uint64_t, uint64_t>, std::pair<RankSet, RankSet>> cycles;  // there -> (missing ranks, waiters)
   for (int32_t r : f.ranks) {
     const RankDigest* d = c.job.Rank(r);
@@ -582,8 +590,8 @@ void MissingFinding(const CollContext& c, const std::vector<int32_t>& missing, s
 void NeverCompletedFinding(const CollContext& c, std::vector<RankedFinding>* out) {
   Draft f = Make(FindingKind::kNeverCompleted);
   SetCommon(c, &f);
-  std::vector<int32_t> stuck = c.s.stuck.ToVector();
-  std::vector<int32_t> pending = c.s.pending.ToVector();
+  std::vector<int32_t> stuck = c.s.stuck().ToVector();
+  std::vector<int32_t> pending = c.s.pending().ToVector();
   f.ranks = stuck;
   f.title = c.what + " never completed: all " + std::to_string(c.members.size()) + " members entered it, " +
             Ranks(stuck) + (stuck.size() == 1 ? " is" : " are") + " still inside";
@@ -641,10 +649,10 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
     if (members.size() == 1 || (node != nullptr && node->size == 1)) continue;
     // Most collectives are fine, and seen to be so without rebuilding who
     // did what: the same call by every member, none stuck, one result.
-    const bool may_mismatch = !s.other_sigs.empty();
+    const bool may_mismatch = !s.other_sigs().empty();
     const bool may_miss = !members.empty() && s.entered < members.size();
-    const bool may_hang = !s.stuck.Empty();
-    const bool may_differ = !s.other_outs.empty();
+    const bool may_hang = !s.stuck().Empty();
+    const bool may_differ = !s.other_outs().empty();
     if (!may_mismatch && !may_miss && !may_hang && !may_differ) continue;
 
     Expanded x = Expand(job, key, s);
@@ -664,7 +672,7 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
       }
       if (!missing.empty() && !missing_untraced_only) {
         bool report = may_hang;
-        if (!report && !job.live && s.in_progress.Empty()) {
+        if (!report && !job.live && s.in_progress().Empty()) {
           // Nobody waits for them (a rooted or non-blocking call returned): a
           // genuine difference in calls only if the missing ranks finished.
           report = std::all_of(missing.begin(), missing.end(), [&](int32_t m) {
@@ -755,7 +763,7 @@ void CheckGraphLaunches(const JobView& job, std::vector<RankedFinding>* out) {
 std::vector<std::pair<uint64_t, uint64_t>> Claims(const CollSummary& s) {
   std::vector<std::pair<uint64_t, uint64_t>> c;
   if (s.pred.count > 0) c.emplace_back(s.pred.comm, s.pred.seq);
-  for (const PredClaim& p : s.other_preds) c.emplace_back(p.comm, p.seq);
+  for (const PredClaim& p : s.other_preds()) c.emplace_back(p.comm, p.seq);
   return c;
 }
 

@@ -26,11 +26,42 @@ CollSummary& CollectiveIndex::At(uint64_t comm, uint64_t seq) {
   return *s;
 }
 
+namespace {
+const std::vector<SigGroup> kNoSigs;
+const std::vector<OutGroup> kNoOuts;
+const std::vector<PredClaim> kNoPreds;
+const RankSet kNoRanks;
+}  // namespace
+
+const std::vector<SigGroup>& CollSummary::other_sigs() const { return anomalies ? anomalies->other_sigs : kNoSigs; }
+const RankSet& CollSummary::stuck() const { return anomalies ? anomalies->stuck : kNoRanks; }
+const RankSet& CollSummary::in_progress() const { return anomalies ? anomalies->in_progress : kNoRanks; }
+const RankSet& CollSummary::pending() const { return anomalies ? anomalies->pending : kNoRanks; }
+const std::vector<OutGroup>& CollSummary::other_outs() const { return anomalies ? anomalies->other_outs : kNoOuts; }
+const std::vector<PredClaim>& CollSummary::other_preds() const {
+  return anomalies ? anomalies->other_preds : kNoPreds;
+}
+CollAnomalies& CollSummary::Anomalies() {
+  if (!anomalies) anomalies = std::make_unique<CollAnomalies>();
+  return *anomalies;
+}
+
+const CollSignature& CollectiveIndex::Signature(uint64_t hash) const {
+  static const CollSignature kUnknown;
+  auto it = signatures_.find(hash);
+  return it == signatures_.end() ? kUnknown : it->second;
+}
+
 void CollectiveIndex::Merge(RankDigest& d) {
-  const int32_t r = d.rank;
+  Merge(d.collectives, d.rank, d.header.start_realtime_ns);
+  d.collectives.clear();
+  d.collectives.shrink_to_fit();
+}
+
+void CollectiveIndex::Merge(const std::vector<CollEntry>& entries, int32_t r, int64_t start_realtime_ns) {
   uint64_t last_comm = 0;
   PerComm* per = nullptr;
-  for (const CollEntry& e : d.collectives) {
+  for (const CollEntry& e : entries) {
     // Most consecutive entries are on a communicator seen just before.
     if (per == nullptr || e.comm != last_comm) {
       per = &comms_[e.comm];
@@ -45,30 +76,41 @@ void CollectiveIndex::Merge(RankDigest& d) {
     }
     CollSummary& s = *slot;
     ++s.entered;
-    SigGroup* g = nullptr;
     if (s.sig.count == 0 || s.sig.hash == e.sig_hash) {
-      g = &s.sig;
+      SigCount& g = s.sig;
+      if (g.count++ == 0) {
+        g.hash = e.sig_hash;
+        signatures_.try_emplace(e.sig_hash, e.sig);
+      }
+      g.changed = g.changed || e.sig_changed;
+      if (r < g.first_rank) {
+        g.first_rank = r;
+        g.api = e.api;
+        g.call_site = e.call_site;
+      }
     } else {
-      for (SigGroup& other : s.other_sigs) {
+      std::vector<SigGroup>& others = s.Anomalies().other_sigs;
+      SigGroup* g = nullptr;
+      for (SigGroup& other : others) {
         if (other.hash == e.sig_hash) g = &other;
       }
-      if (g == nullptr) g = &s.other_sigs.emplace_back();
+      if (g == nullptr) g = &others.emplace_back();
       g->ranks.Add(r);
-    }
-    if (g->count++ == 0) {
-      g->sig = e.sig;
-      g->hash = e.sig_hash;
-    }
-    g->changed = g->changed || e.sig_changed;
-    if (r < g->first_rank) {
-      g->first_rank = r;
-      g->api = e.api;
-      g->call_site = e.call_site;
+      if (g->count++ == 0) {
+        g->sig = e.sig;
+        g->hash = e.sig_hash;
+      }
+      g->changed = g->changed || e.sig_changed;
+      if (r < g->first_rank) {
+        g->first_rank = r;
+        g->api = e.api;
+        g->call_site = e.call_site;
+      }
     }
     switch (e.state) {
-      case CallState::kStuck: s.stuck.Add(r); break;
-      case CallState::kInProgress: s.in_progress.Add(r); break;
-      case CallState::kPending: s.pending.Add(r); break;
+      case CallState::kStuck: s.Anomalies().stuck.Add(r); break;
+      case CallState::kInProgress: s.Anomalies().in_progress.Add(r); break;
+      case CallState::kPending: s.Anomalies().pending.Add(r); break;
       case CallState::kDone: break;
     }
     s.blocking = s.blocking || e.blocking;
@@ -77,9 +119,9 @@ void CollectiveIndex::Merge(RankDigest& d) {
         s.out.hash = e.out_hash;
         ++s.out.count;
       } else {
-        auto it = std::find_if(s.other_outs.begin(), s.other_outs.end(),
-                               [&](const OutGroup& o) { return o.hash == e.out_hash; });
-        if (it == s.other_outs.end()) it = s.other_outs.insert(s.other_outs.end(), OutGroup{e.out_hash, 0, {}});
+        std::vector<OutGroup>& outs = s.Anomalies().other_outs;
+        auto it = std::find_if(outs.begin(), outs.end(), [&](const OutGroup& o) { return o.hash == e.out_hash; });
+        if (it == outs.end()) it = outs.insert(outs.end(), OutGroup{e.out_hash, 0, {}});
         ++it->count;
         it->ranks.Add(r);
       }
@@ -90,17 +132,16 @@ void CollectiveIndex::Merge(RankDigest& d) {
         s.pred.seq = e.prev_seq;
         ++s.pred.count;
       } else {
-        auto it = std::find_if(s.other_preds.begin(), s.other_preds.end(), [&](const PredClaim& p) {
+        std::vector<PredClaim>& preds = s.Anomalies().other_preds;
+        auto it = std::find_if(preds.begin(), preds.end(), [&](const PredClaim& p) {
           return p.comm == e.prev_comm && p.seq == e.prev_seq;
         });
-        if (it == s.other_preds.end()) {
-          it = s.other_preds.insert(s.other_preds.end(), PredClaim{e.prev_comm, e.prev_seq, 0, {}});
-        }
+        if (it == preds.end()) it = preds.insert(preds.end(), PredClaim{e.prev_comm, e.prev_seq, 0, {}});
         ++it->count;
         it->ranks.Add(r);
       }
     }
-    int64_t enter = d.Abs(e.enter_ns);
+    int64_t enter = start_realtime_ns + e.enter_ns;
     if (enter < s.first_enter_abs || (enter == s.first_enter_abs && r < s.first_rank)) {
       s.first_enter_abs = enter;
       s.first_rank = r;
@@ -118,8 +159,6 @@ void CollectiveIndex::Merge(RankDigest& d) {
       ++s.timed;
     }
   }
-  d.collectives.clear();
-  d.collectives.shrink_to_fit();
 }
 
 const CollSummary* CollectiveIndex::Find(uint64_t comm, uint64_t seq) const {

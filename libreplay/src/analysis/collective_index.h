@@ -19,7 +19,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <limits>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,29 +64,61 @@ struct PredClaim {
   RankSet ranks;               // after the first only
 };
 
-struct CollSummary {
-  uint32_t entered = 0;              // ranks that entered it; 0: no rank did
-  SigGroup sig;                      // the first call signature seen
-  std::vector<SigGroup> other_sigs;  // empty in a healthy job
+// The first (in a healthy job, the only) signature of a collective, as the
+// index keeps it: the signature itself is interned (CollectiveIndex::Signature).
+struct SigCount {
+  uint64_t hash = 0;
+  uint32_t count = 0;
+  uint16_t api = 0;            // index into first_rank's API table
+  bool changed = false;        // some rank's call site did something else the time before
+  int32_t first_rank = std::numeric_limits<int32_t>::max();
+  uint64_t call_site = 0;      // on first_rank
+};
+
+// What only a collective that went wrong has: it is allocated for those alone.
+struct CollAnomalies {
+  std::vector<SigGroup> other_sigs;
   RankSet stuck;                     // entered and never got out
   RankSet in_progress;               // in it for less than the minimum wait
   RankSet pending;                   // non-blocking, not completed, not waited for
-  OutGroup out;                      // output fingerprints, where outputs must agree
   std::vector<OutGroup> other_outs;
-  PredClaim pred;
   std::vector<PredClaim> other_preds;
+};
+
+// One collective across ranks, in about 140 bytes: a job holds one per
+// collective it made, so this is most of what `check` holds.
+struct CollSummary {
+  uint32_t entered = 0;              // ranks that entered it; 0: no rank did
+  uint32_t timed = 0;                // ranks with a duration
+  SigCount sig;                      // the first call signature seen
+  struct {
+    uint64_t hash = 0;
+    uint32_t count = 0;
+  } out;                             // output fingerprints, where outputs must agree
+  struct {
+    uint64_t comm = 0;
+    uint64_t seq = 0;
+    uint32_t count = 0;
+  } pred;                            // the first predecessor claim (PredClaim)
   bool blocking = false;             // some rank called it blocking
-  int64_t first_enter_abs = std::numeric_limits<int64_t>::max();
   int32_t first_rank = -1;
+  int32_t min1_rank = -1;
+  int64_t first_enter_abs = std::numeric_limits<int64_t>::max();
   int64_t last_enter_abs = std::numeric_limits<int64_t>::min();
   // Time spent inside the call by the two ranks that spent least: the last
   // to arrive spends least, and the gap is how long it kept the others.
   int64_t min1_ns = std::numeric_limits<int64_t>::max();
   int64_t min2_ns = std::numeric_limits<int64_t>::max();
-  int32_t min1_rank = -1;
-  uint32_t timed = 0;                // ranks with a duration
+  std::unique_ptr<CollAnomalies> anomalies;  // null in a healthy collective
 
-  size_t sig_groups() const { return (sig.count > 0 ? 1 : 0) + other_sigs.size(); }
+  const std::vector<SigGroup>& other_sigs() const;  // empty in a healthy job
+  const RankSet& stuck() const;
+  const RankSet& in_progress() const;
+  const RankSet& pending() const;
+  const std::vector<OutGroup>& other_outs() const;
+  const std::vector<PredClaim>& other_preds() const;
+  CollAnomalies& Anomalies();  // made on first use
+  size_t sig_groups() const { return (sig.count > 0 ? 1 : 0) + other_sigs().size(); }
 };
 
 // Whether ranks must all receive the same bytes from a collective of `kind`.
@@ -94,6 +128,11 @@ class CollectiveIndex {
  public:
   // Takes `d.collectives` (leaving it empty).
   void Merge(RankDigest& d);
+  // Merges some of rank `rank`'s collectives, whose rank-relative times count
+  // from `start_realtime_ns` (a digest taken in parts, DigestOptions::flush).
+  void Merge(const std::vector<CollEntry>& entries, int32_t rank, int64_t start_realtime_ns);
+  // The signature with hash `hash` of some collective merged.
+  const CollSignature& Signature(uint64_t hash) const;
 
   // Null when no rank entered (comm, seq).
   const CollSummary* Find(uint64_t comm, uint64_t seq) const;
@@ -106,13 +145,14 @@ class CollectiveIndex {
   // communicator indexed by seq - 1 is both smaller and faster than a hash of
   // (comm, seq). Numbers far beyond the last one (a damaged trace) go aside.
   struct PerComm {
-    std::vector<CollSummary> by_seq;
+    std::deque<CollSummary> by_seq;  // a deque grows without moving what it holds
     std::unordered_map<uint64_t, CollSummary> far;
   };
   static constexpr uint64_t kMaxGap = 1u << 20;
   CollSummary& At(uint64_t comm, uint64_t seq);
 
   std::unordered_map<uint64_t, PerComm> comms_;
+  std::unordered_map<uint64_t, CollSignature> signatures_;  // by hash: jobs repeat a few
   size_t count_ = 0;
 };
 

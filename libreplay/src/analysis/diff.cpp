@@ -285,7 +285,8 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
   std::vector<std::string> notes;
   std::mutex mu;
   std::atomic<size_t> next{0};
-  size_t done = 0;
+  ReadProgress progress;
+  progress.ranks = pairs.size();
   size_t readable = 0;
   auto work = [&] {
     for (size_t i = next++; i < pairs.size(); i = next++) {
@@ -294,7 +295,9 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       std::optional<RankDiff> d;
       std::vector<std::string> local_settings;
       std::string note;
+      uint64_t events = 0;
       if (ra.ok() && rb.ok()) {
+        events = (*ra)->events().size() + (*rb)->events().size();
         d = DiffRank(**ra, **rb, options);
         CompareSettings((*ra)->header(), (*rb)->header(), &local_settings);
       } else {
@@ -306,8 +309,9 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       if (results[i]) ++readable;
       for (const std::string& x : local_settings) settings[x].Add(pair_ranks[i]);
       if (!note.empty()) notes.push_back(note);
-      ++done;
-      if (options.progress) options.progress(done, pairs.size());
+      ++progress.ranks_done;
+      progress.events_done += events;
+      if (options.progress) options.progress(progress);
     }
   };
   int threads = options.threads > 0 ? options.threads

@@ -137,9 +137,17 @@ class Scanner {
   Scanner(const RankReader& reader, const DigestOptions& options, RankDigest* d)
       : reader_(reader), options_(options), d_(*d), sites_(reader.header()) {}
 
-  void Run() {
-    for (const Event& e : reader_.events()) Visit(e);
+  // Walks the rank's events (decoding them as it goes, for a reader opened
+  // to stream) and returns what the walk saw.
+  EventWalk Run() {
+    std::function<bool(const Event&)> visit = [this](const Event& e) {
+      Visit(e);
+      return true;
+    };
+    if (options_.progress != nullptr) visit = options_.progress->Counting(std::move(visit));
+    auto walk = reader_.ForEachEvent(visit);
     Finish();
+    return walk.ok() ? *walk : EventWalk{};
   }
 
  private:
@@ -149,7 +157,7 @@ class Scanner {
     std::vector<int32_t> members;
   };
   struct Thread {
-    const Event* open = nullptr;  // an op awaiting its return
+    std::optional<Event> open;    // an op awaiting its return (a copy: a walk passes events by)
     int64_t coll = -1;            // its collective entry, if it is a blocking one
     uint64_t last_comm = 0, last_seq = 0;    // its last blocking collective
     uint64_t other_comm = 0, other_seq = 0;  // the last one before on another communicator
@@ -276,7 +284,7 @@ class Scanner {
     const OpEvent& op = e.op;
     Thread& t = ThreadOf(e.thread);
     NoteTransition(e, t);
-    t.open = &e;
+    t.open = e;
     t.coll = -1;
     d_.last_call = CallOf(e);
     d_.last_call_returned = false;
@@ -328,6 +336,7 @@ class Scanner {
       }
       uint64_t& last = d_.last_seq[op.comm];
       last = std::max(last, op.seq);
+      if (options_.flush && d_.collectives.size() >= kFlushCollectives) Flush();
       int64_t index = static_cast<int64_t>(d_.collectives.size());
       d_.collectives.push_back(c);
       if ((op.flags & op_flags::kGraphCaptured) != 0) {
@@ -368,10 +377,10 @@ class Scanner {
     if (r.recv_nan != 0 || r.recv_inf != 0) received_nan_ = true;
     d_.last_call_returned = true;
     Thread& t = ThreadOf(e.thread);
-    if (t.open == nullptr) return;
-    const Event& op_event = *t.open;
+    if (!t.open) return;
+    const Event op_event = std::move(*t.open);
     const OpEvent& op = op_event.op;
-    t.open = nullptr;
+    t.open.reset();
     if (t.coll >= 0) {
       CollEntry& c = d_.collectives[static_cast<size_t>(t.coll)];
       t.coll = -1;
@@ -438,6 +447,37 @@ class Scanner {
     r.call_site = e.call_site;
     r.after = d_.last_call;
     d_.errors.push_back(std::move(r));
+  }
+
+  // Hands the collectives the rank is done with to options_.flush, keeping
+  // those a thread is inside or a request stands for (they change yet), which
+  // move to the front, their owners told where.
+  void Flush() {
+    std::vector<int64_t*> owners;
+    for (auto& [id, t] : threads_) {
+      if (t.coll >= 0) owners.push_back(&t.coll);
+    }
+    for (auto& [request, p] : requests_) {
+      if (p.coll >= 0) owners.push_back(&p.coll);
+    }
+    std::vector<bool> open(d_.collectives.size(), false);
+    for (const int64_t* o : owners) open[static_cast<size_t>(*o)] = true;
+    std::vector<CollEntry> kept, done;
+    kept.reserve(owners.size());
+    done.reserve(d_.collectives.size() - owners.size());
+    std::vector<int64_t> moved_to(d_.collectives.size(), -1);
+    for (size_t i = 0; i < d_.collectives.size(); ++i) {
+      if (open[i]) {
+        moved_to[i] = static_cast<int64_t>(kept.size());
+        kept.push_back(d_.collectives[i]);
+      } else {
+        done.push_back(d_.collectives[i]);
+      }
+    }
+    for (int64_t* o : owners) *o = moved_to[static_cast<size_t>(*o)];
+    options_.flush(done);
+    d_.collectives = std::move(kept);
+    d_.collectives.reserve(kFlushCollectives + d_.collectives.size());
   }
 
   // Whether a call entered at `enter_ns` and never left counts as stuck: it
@@ -510,7 +550,7 @@ class Scanner {
       d_.recent_transitions.push_back(recent_[i % kRecentTransitions]);
     }
     for (auto& [thread, t] : threads_) {
-      if (t.open == nullptr) continue;
+      if (!t.open) continue;
       const Event& e = *t.open;
       if (e.op.kind == OpKind::kAbort) continue;
       BlockedCall b;
@@ -605,16 +645,18 @@ RankDigest DigestRank(const RankReader& reader, const DigestOptions& options) {
   d.dir = reader.dir();
   d.status = reader.status();
   d.header = reader.header();
-  d.events = reader.events().size();
-  d.dropped = reader.stats().dropped;
-  d.missing = reader.stats().missing;
-  if (!reader.events().empty()) {
-    d.first_ns = reader.events().front().time_ns;
-    d.last_ns = reader.events().back().time_ns;
-  }
-  d.collectives.reserve(reader.events().size() / 2);
+  // Room for the collectives, from the events the rank wrote (read whole:
+  // that it holds); room never filled is address space, not memory.
+  uint64_t events = reader.streaming() ? reader.header().event_count : reader.events().size();
+  uint64_t room = options.flush ? kFlushCollectives : std::min<uint64_t>(events / 2, uint64_t{1} << 26);
+  d.collectives.reserve(static_cast<size_t>(room));
   Scanner scanner(reader, options, &d);
-  scanner.Run();
+  EventWalk walk = scanner.Run();
+  d.events = walk.events;
+  d.dropped = walk.stats.dropped;
+  d.missing = walk.stats.missing;
+  d.first_ns = walk.first_ns;
+  d.last_ns = walk.last_ns;
   return d;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 #include "replay/event.h"
 #include "replay/trace_header.h"
 #include "replay/trace_reader.h"
+#include "trace/read_progress.h"
 
 namespace replay::analysis {
 
@@ -204,7 +206,14 @@ struct DigestOptions {
   // A call in progress for less (until now, the rank's death or its trace's
   // close) is not stuck: a job stopped while healthy is not a hang.
   int64_t min_wait_ns = 0;
+  ProgressTally* progress = nullptr;  // told of the events read, when set
+  // When set, collectives the rank is done with are handed over as the walk
+  // goes, kFlushCollectives or so at a time, instead of all kept to the end:
+  // `check` merges them into its index at once, so a digest holds few of a
+  // long rank's collectives. `flush` may take them (it is given a copy it owns).
+  std::function<void(std::vector<CollEntry>&)> flush;
 };
+inline constexpr size_t kFlushCollectives = 1 << 16;
 
 RankDigest DigestRank(const RankReader& reader, const DigestOptions& options);
 

@@ -466,7 +466,7 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
   size_t findings = 0;
   if (options.check) {
     CheckOptions co;
-    co.progress = [&](size_t done, size_t total) { progress("checking", done, total); };
+    co.progress = [&](const ReadProgress& p) { progress("checking", p.ranks_done, p.ranks); };
     auto report = CheckTrace(*staged, co);
     if (report.ok()) {
       for (RankState& s : report->ranks) {

@@ -173,6 +173,8 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
   std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
   std::set<uint64_t> comm_ids;
   const size_t n = trace.ranks().size();
+  ReadProgress progress;
+  progress.ranks = n;
   for (size_t i = 0; i < n; ++i) {
     const RankEntry& entry = trace.ranks()[i];
     if (!wanted.empty() && wanted.count(entry.rank) == 0) continue;
@@ -186,7 +188,9 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
     for (const TimelineOp& o : tl.ranks.back().ops) {
       if (o.comm != 0) comm_ids.insert(o.comm);
     }
-    if (options.progress) options.progress(i + 1, n);
+    progress.ranks_done = i + 1;
+    progress.events_done += (*reader)->events().size();
+    if (options.progress) options.progress(progress);
   }
   if (tl.ranks.empty()) return Status::NotFound(trace.dir() + ": no rank to show");
   lineage.Finish();

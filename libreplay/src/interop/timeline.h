@@ -95,7 +95,7 @@ struct Timeline {
 
 struct TimelineOptions {
   std::vector<int32_t> ranks;  // world ranks; empty: all
-  std::function<void(size_t, size_t)> progress;  // ranks read, ranks in all
+  ReadProgressFn progress;  // how far reading the ranks has got
 };
 
 Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options = {});

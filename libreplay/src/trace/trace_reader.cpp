@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
+#include <optional>
 #include <stdexcept>
 
 #include "trace/block.h"
@@ -124,6 +126,186 @@ void RankReader::ReserveEvents(std::span<const uint8_t> bytes, uint64_t offset) 
   }
 }
 
+// The events file of a rank opened to stream, and what its ring held.
+struct RankReader::Stream {
+  std::string path;
+  MappedFile file;        // the events stream (a copy for a running rank)
+  uint64_t offset = 0;    // of its first block
+  bool running = false;
+  std::vector<Event> ring;  // salvaged, by index
+};
+
+namespace {
+
+// Blocks of the events stream are in index order, and so are the events in
+// each; only an event whose thread was slow to publish it can land in a later
+// block than events after it. The merge holds events back until no block to
+// come can hold an earlier one, on the evidence of the last kOrderBlocks
+// blocks, and merges the ring's events in (dropping those the stream has).
+constexpr size_t kOrderBlocks = 4;
+
+class EventMerger {
+ public:
+  EventMerger(const std::vector<Event>& ring, const std::function<bool(const Event&)>& fn, EventWalk* walk)
+      : ring_(ring), fn_(fn), walk_(*walk) {}
+
+  // Takes a decoded block's events (in index order). False once `fn` said stop.
+  bool Block(std::vector<Event>* block) {
+    if (block->empty()) return !stopped_;
+    firsts_.push_back(block->front().index);
+    if (firsts_.size() > kOrderBlocks) firsts_.erase(firsts_.begin());
+    if (pending_.empty()) {
+      pending_.swap(*block);
+    } else {
+      std::vector<Event> merged;
+      merged.reserve(pending_.size() + block->size());
+      std::merge(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()),
+                 std::make_move_iterator(block->begin()), std::make_move_iterator(block->end()),
+                 std::back_inserter(merged), [](const Event& a, const Event& b) { return a.index < b.index; });
+      pending_.swap(merged);
+    }
+    block->clear();
+    uint64_t horizon = *std::min_element(firsts_.begin(), firsts_.end());
+    return Release(horizon);
+  }
+
+  // Passes on everything left.
+  void Finish() {
+    Release(UINT64_MAX);
+    while (!stopped_ && next_ring_ < ring_.size()) EmitRing();
+  }
+
+  bool stopped() const { return stopped_; }
+
+ private:
+  // Passes on the held events with an index below `horizon`.
+  bool Release(uint64_t horizon) {
+    size_t n = 0;
+    while (n < pending_.size() && pending_[n].index < horizon && !stopped_) {
+      const Event& e = pending_[n++];
+      while (next_ring_ < ring_.size() && ring_[next_ring_].index < e.index && !stopped_) EmitRing();
+      while (next_ring_ < ring_.size() && ring_[next_ring_].index == e.index) ++next_ring_;  // in the stream too
+      if (!stopped_) Emit(e);
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+    return !stopped_;
+  }
+
+  // Passes on the next ring event: one the events stream does not have.
+  void EmitRing() {
+    const Event& e = ring_[next_ring_++];
+    if (emitted_any_ && e.index == last_) return;
+    ++from_ring_;
+    Emit(e);
+  }
+
+  void Emit(const Event& in) {
+    if (emitted_any_ && in.index == last_) return;  // the same event twice
+    const Event* e = &in;
+    Event clamped;
+    // A time no clock gives (a damaged or foreign trace) is clamped, so that
+    // what reads the events can add and subtract times without overflow.
+    if (in.time_ns > format::kMaxEventTimeNs || in.time_ns < -format::kMaxEventTimeNs) {
+      clamped = in;
+      clamped.time_ns = in.time_ns > 0 ? format::kMaxEventTimeNs : -format::kMaxEventTimeNs;
+      e = &clamped;
+      ++clamped_;
+    }
+    if (emitted_any_ && e->index < last_) {
+      ++late_;
+    } else {
+      uint64_t expected = emitted_any_ ? last_ + 1 : 0;
+      if (e->index > expected) walk_.stats.missing += e->index - expected;
+      last_ = e->index;
+    }
+    if (e->kind == EventKind::kDrop) walk_.stats.dropped += e->drop.count;
+    if (walk_.events == 0) walk_.first_ns = e->time_ns;
+    walk_.last_ns = e->time_ns;
+    ++walk_.events;
+    emitted_any_ = true;
+    if (!fn_(*e)) stopped_ = true;
+  }
+
+ public:
+  uint64_t clamped_ = 0;
+  uint64_t late_ = 0;
+  uint64_t from_ring_ = 0;
+
+ private:
+  const std::vector<Event>& ring_;
+  const std::function<bool(const Event&)>& fn_;
+  EventWalk& walk_;
+  std::vector<Event> pending_;
+  std::vector<uint64_t> firsts_;
+  size_t next_ring_ = 0;
+  uint64_t last_ = 0;
+  bool emitted_any_ = false;
+  bool stopped_ = false;
+};
+
+// Decodes the event blocks of `bytes` from `offset`, passing them to `merger`,
+// and adds what it found to `walk` (blocks, bytes, problems).
+void DecodeBlocks(std::span<const uint8_t> bytes, uint64_t offset, const std::string& path, bool running,
+                  EventMerger* merger, EventWalk* walk) {
+  BlockScanner scanner(bytes, offset);
+  BlockCodec codec;
+  std::string raw;
+  std::vector<Event> block_events;
+  FoundBlock block;
+  while (!merger->stopped() && scanner.Next(&block)) {
+    if (block.header.kind != static_cast<uint8_t>(format::BlockKind::kEvents)) continue;
+    block_events.clear();
+    Status ds = codec.Decode(block.header, block.stored, &raw);
+    if (ds.ok()) {
+      ds = DecodeEventBlock(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()),
+                            &block_events);
+    }
+    if (!ds.ok()) {
+      walk->problems.push_back(
+          {path, block.offset, sizeof(format::BlockHeader) + block.header.stored_size, false, ds.message()});
+      continue;
+    }
+    ++walk->stats.blocks;
+    walk->stats.raw_bytes += raw.size();
+    if (!std::is_sorted(block_events.begin(), block_events.end(),
+                        [](const Event& a, const Event& b) { return a.index < b.index; })) {
+      std::stable_sort(block_events.begin(), block_events.end(),
+                       [](const Event& a, const Event& b) { return a.index < b.index; });
+    }
+    merger->Block(&block_events);
+  }
+  if (merger->stopped()) return;
+  for (const BlockProblem& p : scanner.problems()) {
+    // On a file system without flock a running rank's copy may catch its
+    // open last block being rewritten: damaged rather than short.
+    bool tail = p.torn_tail || (running && p.offset + p.length == bytes.size());
+    std::string msg = tail ? (running ? "last block still being written (" + p.reason + ")" : "torn tail: " + p.reason)
+                           : "damaged block skipped: " + p.reason;
+    walk->problems.push_back({path, p.offset, p.length, tail, msg});
+  }
+}
+
+// The problems a walk adds for the counts it ends with.
+void CountProblems(const std::string& path, const EventMerger& merger, EventWalk* walk) {
+  if (walk->stats.missing > 0) {
+    walk->problems.push_back({path, 0, 0, false,
+                              std::to_string(walk->stats.missing) + " events missing from the index sequence"});
+  }
+  if (merger.clamped_ > 0) {
+    walk->problems.push_back({path, 0, 0, false,
+                              std::to_string(merger.clamped_) +
+                                  " events with a time more than 2^60 ns from the rank's start "
+                                  "(damaged): their times are clamped to it"});
+  }
+  if (merger.late_ > 0) {
+    walk->problems.push_back({path, 0, 0, false,
+                              std::to_string(merger.late_) + " events stored more than " +
+                                  std::to_string(kOrderBlocks) + " blocks out of place: read out of order"});
+  }
+}
+
+}  // namespace
+
 Status RankReader::Load(const ReadOptions& options) {
   if (!IsDirectory(dir_)) {
     return Status::NotFound(dir_ + " is not a directory: expected a rank directory of a trace");
@@ -176,48 +358,21 @@ Status RankReader::Load(const ReadOptions& options) {
   // Events stream. A running rank's writer rewrites its open last block in
   // place, so read a copy, taken under the file's shared lock: the writer
   // rewrites only while it holds the lock exclusively (it appends instead when
-  // it cannot), so the copy never holds a block half rewritten.
+  // it cannot), so the copy never holds a torn block followed by intact ones.
+  auto stream = std::make_shared<Stream>();
+  stream->path = events_path;
+  stream->running = running;
   auto events_file = MappedFile::Open(events_path, /*copy=*/running, /*lock_shared=*/running);
   bool have_events = false;
   if (events_file.ok()) {
-    auto bytes = events_file->bytes();
-    stats_.stored_bytes = bytes.size();
+    stats_.stored_bytes = events_file->bytes().size();
     format::FileHeader fh;
-    Status st = CheckFileHeader(bytes, format::StreamKind::kEvents, events_path, &fh);
+    Status st = CheckFileHeader(events_file->bytes(), format::StreamKind::kEvents, events_path, &fh);
     if (st.code() == Status::Code::kVersion || st.code() == Status::Code::kNotATrace) return st;
     if (st.ok()) {
       have_events = true;
-      ReserveEvents(bytes, fh.header_size);
-      BlockScanner scanner(bytes, fh.header_size);
-      BlockCodec codec;
-      std::string raw;
-      FoundBlock block;
-      while (scanner.Next(&block)) {
-        if (block.header.kind != static_cast<uint8_t>(format::BlockKind::kEvents)) continue;
-        Status ds = codec.Decode(block.header, block.stored, &raw);
-        if (ds.ok()) {
-          ds = DecodeEventBlock(
-              std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()),
-              &events_);
-        }
-        if (!ds.ok()) {
-          problems_.push_back({events_path, block.offset,
-                               sizeof(format::BlockHeader) + block.header.stored_size, false,
-                               ds.message()});
-          continue;
-        }
-        ++stats_.blocks;
-        stats_.raw_bytes += raw.size();
-      }
-      for (const BlockProblem& p : scanner.problems()) {
-        // On a file system without flock a running rank's copy may catch its
-        // open last block being rewritten: damaged rather than short.
-        bool tail = p.torn_tail || (running && p.offset + p.length == bytes.size());
-        std::string msg = tail ? (running ? "last block still being written (" + p.reason + ")"
-                                          : "torn tail: " + p.reason)
-                               : "damaged block skipped: " + p.reason;
-        problems_.push_back({events_path, p.offset, p.length, tail, msg});
-      }
+      stream->offset = fh.header_size;
+      stream->file = std::move(events_file).value();
     } else {
       problems_.push_back({events_path, 0, 0, false, st.message()});
     }
@@ -234,15 +389,12 @@ Status RankReader::Load(const ReadOptions& options) {
       have_ring = true;
       ring_failed = salvaged->failed;
       stats_.dropped += salvaged->dropped + salvaged->lost_no_slot;
-      std::vector<uint64_t> have;
-      have.reserve(events_.size());
-      for (const Event& e : events_) have.push_back(e.index);
-      std::sort(have.begin(), have.end());
-      for (Event& e : salvaged->events) {
-        if (std::binary_search(have.begin(), have.end(), e.index)) continue;
-        events_.push_back(std::move(e));
-        ++stats_.salvaged;
-      }
+      stream->ring = std::move(salvaged->events);
+      std::stable_sort(stream->ring.begin(), stream->ring.end(),
+                       [](const Event& a, const Event& b) { return a.index < b.index; });
+      stream->ring.erase(std::unique(stream->ring.begin(), stream->ring.end(),
+                                     [](const Event& a, const Event& b) { return a.index == b.index; }),
+                         stream->ring.end());
       for (const std::string& p : salvaged->problems) problems_.push_back({ring_path, 0, 0, false, p});
     } else if (salvaged.status().code() == Status::Code::kVersion) {
       return salvaged.status();
@@ -254,37 +406,27 @@ Status RankReader::Load(const ReadOptions& options) {
   if (!header_ok_ && !have_events && !have_ring) {
     return Status::Corruption(dir_ + " holds no readable header, events or ring");
   }
+  stream_ = std::move(stream);
 
-  // Order, de-duplicate, and account for gaps. The events stream is in order
-  // already; salvaged ring events, appended after it, may not be.
-  auto by_index = [](const Event& a, const Event& b) { return a.index < b.index; };
-  if (!std::is_sorted(events_.begin(), events_.end(), by_index)) {
-    std::stable_sort(events_.begin(), events_.end(), by_index);
-  }
-  events_.erase(std::unique(events_.begin(), events_.end(),
-                            [](const Event& a, const Event& b) { return a.index == b.index; }),
-                events_.end());
-  // A time no clock gives (a damaged or foreign trace) is clamped, so that
-  // what reads the events can add and subtract times without overflow.
-  uint64_t clamped = 0;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    uint64_t expected = i == 0 ? 0 : events_[i - 1].index + 1;
-    if (events_[i].index > expected) stats_.missing += events_[i].index - expected;
-    if (events_[i].kind == EventKind::kDrop) stats_.dropped += events_[i].drop.count;
-    int64_t& t = events_[i].time_ns;
-    if (t > format::kMaxEventTimeNs || t < -format::kMaxEventTimeNs) {
-      t = t > 0 ? format::kMaxEventTimeNs : -format::kMaxEventTimeNs;
-      ++clamped;
+  if (!options.stream) {
+    // Read whole: walk once into events_ and keep what the walk found.
+    ReserveEvents(stream_->file.bytes(), stream_->offset);
+    auto walk = ForEachEvent([this](const Event& e) {
+      events_.push_back(e);
+      return true;
+    });
+    if (!walk.ok()) return walk.status();
+    stream_.reset();
+    // Events stored too far out of place were passed on late.
+    auto by_index = [](const Event& a, const Event& b) { return a.index < b.index; };
+    if (!std::is_sorted(events_.begin(), events_.end(), by_index)) {
+      std::stable_sort(events_.begin(), events_.end(), by_index);
+      events_.erase(std::unique(events_.begin(), events_.end(),
+                                [](const Event& a, const Event& b) { return a.index == b.index; }),
+                    events_.end());
     }
-  }
-  if (stats_.missing > 0) {
-    problems_.push_back({events_path, 0, 0, false,
-                         std::to_string(stats_.missing) + " events missing from the index sequence"});
-  }
-  if (clamped > 0) {
-    problems_.push_back({events_path, 0, 0, false,
-                         std::to_string(clamped) + " events with a time more than 2^60 ns from the rank's start "
-                         "(damaged): their times are clamped to it"});
+    stats_ = walk->stats;
+    problems_ = std::move(walk->problems);
   }
 
   if (header_ok_ && header_.complete) {
@@ -299,15 +441,15 @@ Status RankReader::Load(const ReadOptions& options) {
 
   rank_ = header_ok_ ? header_.rank : -1;
   if (rank_ < 0) {
-    for (const Event& e : events_) {
-      if (e.kind == EventKind::kInfo && e.info_key() == "mpi.world_rank") {
-        std::string v(e.info_value());
-        char* end = nullptr;
-        long r = std::strtol(v.c_str(), &end, 10);
-        if (end != v.c_str() && *end == '\0' && r >= 0 && r < format::kMaxRanks) rank_ = static_cast<int32_t>(r);
-        break;
-      }
-    }
+    auto world_rank = [this](const Event& e) {
+      if (e.kind != EventKind::kInfo || e.info_key() != "mpi.world_rank") return true;
+      std::string v(e.info_value());
+      char* end = nullptr;
+      long r = std::strtol(v.c_str(), &end, 10);
+      if (end != v.c_str() && *end == '\0' && r >= 0 && r < format::kMaxRanks) rank_ = static_cast<int32_t>(r);
+      return false;
+    };
+    (void)ForEachEvent(world_rank);
   }
   if (rank_ < 0) rank_ = RankFromName(BaseName(dir_));
   if (!header_ok_) header_.rank = rank_;
@@ -316,6 +458,34 @@ Status RankReader::Load(const ReadOptions& options) {
     if (auto st = MappedFile::Open(f); st.ok()) stats_.payload_bytes += st->bytes().size();
   }
   return Status::Ok();
+}
+
+Result<EventWalk> RankReader::ForEachEvent(const std::function<bool(const Event&)>& fn) const {
+  EventWalk walk;
+  walk.stats = stats_;
+  walk.problems = problems_;
+  if (stream_ == nullptr) {
+    for (const Event& e : events_) {
+      if (walk.events == 0) walk.first_ns = e.time_ns;
+      walk.last_ns = e.time_ns;
+      ++walk.events;
+      if (!fn(e)) break;
+    }
+    return walk;
+  }
+  // Counted afresh by the walk.
+  walk.stats.blocks = 0;
+  walk.stats.raw_bytes = 0;
+  walk.stats.missing = 0;
+  walk.stats.salvaged = 0;
+  EventMerger merger(stream_->ring, fn, &walk);
+  if (!stream_->file.bytes().empty()) {
+    DecodeBlocks(stream_->file.bytes(), stream_->offset, stream_->path, stream_->running, &merger, &walk);
+  }
+  merger.Finish();
+  walk.stats.salvaged = merger.from_ring_;
+  if (!merger.stopped()) CountProblems(stream_->path, merger, &walk);
+  return walk;
 }
 
 bool RankReader::IsRunning(const std::string& dir) {
