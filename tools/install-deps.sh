@@ -9,7 +9,7 @@ packages=(
   cmake g++ make pkg-config python3
   openmpi-bin libopenmpi-dev
   capnproto libcapnp-dev
-  libzstd-dev libxxhash-dev
+  libzstd-dev libxxhash-dev libdw-dev
   libspdlog-dev libfmt-dev
   catch2 libcli11-dev nlohmann-json3-dev
   chromium

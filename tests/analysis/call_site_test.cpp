@@ -19,7 +19,7 @@ Module ModuleOf(const void* address) {
   return Module{info.dli_fname, reinterpret_cast<uint64_t>(info.dli_fbase), 64u << 20};
 }
 
-TEST_CASE("call sites resolve to module, offset and function from the ELF symbol table", "[analysis]") {
+TEST_CASE("call sites resolve to module, offset, function and source line from the module's debug information", "[analysis]") {
   auto target = reinterpret_cast<uint64_t>(&CallSiteTestTarget);
   Module m = ModuleOf(reinterpret_cast<const void*>(target));
   SymbolResolver resolver;
@@ -29,7 +29,21 @@ TEST_CASE("call sites resolve to module, offset and function from the ELF symbol
   CHECK(s.offset == target + 5 - m.base);
   CHECK(s.symbol == "replay::analysis::CallSiteTestTarget");
   CHECK(s.symbol_offset == 5);
-  CHECK(FormatCallSite(s).find("replay::analysis::CallSiteTestTarget+0x5 (") == 0);
+  // Built with debug information: the line is in this file, in the function.
+  CHECK(s.file.ends_with("tests/analysis/call_site_test.cpp"));
+  CHECK(s.line == 11);
+  CHECK(FormatCallSite(s).find("replay::analysis::CallSiteTestTarget+0x5 at call_site_test.cpp:11 (") == 0);
+}
+
+TEST_CASE("a call site with Python frames names the innermost three, then the native site", "[analysis]") {
+  CallSite s;
+  s.address = 0x1234;
+  s.python = {{"step", "/job/train.py", 42}, {"epoch", "/job/train.py", 80}, {"main", "/job/run.py", 7},
+              {"<module>", "/job/run.py", 9}};
+  CHECK(FormatCallSite(s) == "step (train.py:42) < epoch (train.py:80) < main (run.py:7) via 0x1234");
+  s.address = 0;
+  CHECK(s.known());
+  CHECK(FormatCallSite(s) == "step (train.py:42) < epoch (train.py:80) < main (run.py:7)");
 }
 
 TEST_CASE("call sites outside every module, or in unreadable ones, keep what is known", "[analysis]") {

@@ -56,16 +56,24 @@ inline constexpr int kFindingKindCount = 10;
 std::string_view FindingKindName(FindingKind kind);
 
 // Where in the program a call was made: the return address resolved against
-// the modules the rank had loaded, and to a symbol when the module's ELF symbol
-// table is readable on this machine.
+// the modules the rank had loaded, to a symbol when the module is readable on
+// this machine, and to a source line where it has debug information; in a
+// Python process, the innermost Python frames that made the call.
 struct CallSite {
-  uint64_t address = 0;  // as recorded (0: unknown)
+  uint64_t address = 0;  // the native return address (0: unknown)
   std::string module;    // path; empty when no loaded module contains it
   uint64_t offset = 0;   // from the module's load address
   std::string symbol;    // demangled function name; empty when unresolved
   uint64_t symbol_offset = 0;
+  std::string file;      // source file of the call, from debug information; empty when none
+  int32_t line = 0;
+  std::vector<SourceFrame> python;  // innermost first; empty outside Python
+  bool known() const { return address != 0 || !python.empty(); }
 };
-// "train_step+0x1c (mpi_train+0x4a2c)", "mpi_train+0x4a2c", "0x7f…" or "unknown".
+// One line: the innermost Python frames, then the native site:
+// "step (train.py:42) < main (train.py:80) via Allreduce+0x4c (MPI.cpython-311-x86_64-linux-gnu.so+0x1a2b)",
+// "train_step+0x1c at train.cpp:120 (mpi_train+0x4a2c)", "mpi_train+0x4a2c",
+// "0x7f…" or "unknown".
 std::string FormatCallSite(const CallSite& site);
 
 struct CommRef {

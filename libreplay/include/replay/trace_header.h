@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,6 +41,14 @@ struct Module {
   std::string path;
   uint64_t base = 0;
   uint64_t size = 0;
+};
+
+// A frame of source: a function, its file and a line in it (0: not known).
+struct SourceFrame {
+  std::string function;
+  std::string file;
+  int32_t line = 0;
+  auto operator<=>(const SourceFrame&) const = default;
 };
 
 struct RankHeader {

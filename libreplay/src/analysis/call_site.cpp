@@ -1,97 +1,37 @@
 #include "analysis/call_site.h"
 
 #include <cxxabi.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <elfutils/libdwfl.h>
 
-#include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace replay::analysis {
 
+// One module file opened with elfutils: its symbol table and, where the file
+// or a separate debug file (by build id, /usr/lib/debug) has them, its DWARF
+// line tables. Reported at its link-time addresses, so a module-relative
+// offset is looked up at `start + offset`.
 struct SymbolResolver::Table {
-  struct Symbol {
-    uint64_t value;
-    uint64_t size;
-    std::string name;
-  };
-  bool ok = false;
-  uint64_t min_vaddr = 0;        // of the first loadable segment: the module's base maps here
-  std::vector<Symbol> symbols;   // functions, by value
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* module = nullptr;
+  Dwarf_Addr start = 0;  // where the module's first loadable segment is linked
+
+  ~Table() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
 };
 
 namespace {
 
-// A read-only mapping of a whole file, unmapped on destruction.
-class Mapping {
- public:
-  explicit Mapping(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p != MAP_FAILED) {
-        data_ = static_cast<const uint8_t*>(p);
-        size_ = static_cast<size_t>(st.st_size);
-      }
-    }
-    close(fd);
-  }
-  ~Mapping() {
-    if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  // A pointer to `n` bytes at `offset`, or null when they are not all in the file.
-  const uint8_t* At(uint64_t offset, uint64_t n) const {
-    if (data_ == nullptr || offset > size_ || n > size_ - offset) return nullptr;
-    return data_ + offset;
-  }
+char* g_debuginfo_path = nullptr;
 
- private:
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+const Dwfl_Callbacks kCallbacks = {
+    dwfl_build_id_find_elf,
+    dwfl_standard_find_debuginfo,
+    dwfl_offline_section_address,
+    &g_debuginfo_path,
 };
-
-template <typename T>
-bool ReadAt(const Mapping& m, uint64_t offset, T* out) {
-  const uint8_t* p = m.At(offset, sizeof(T));
-  if (p == nullptr) return false;
-  std::memcpy(out, p, sizeof(T));
-  return true;
-}
-
-
-void ReadSymbols(const Mapping& m, const Elf64_Ehdr& eh, uint32_t type,
-                 std::vector<SymbolResolver::Table::Symbol>* out) {
-  for (uint16_t i = 0; i < eh.e_shnum; ++i) {
-    Elf64_Shdr sh;
-    if (!ReadAt(m, eh.e_shoff + uint64_t{i} * eh.e_shentsize, &sh) || sh.sh_type != type) continue;
-    Elf64_Shdr strings;
-    if (sh.sh_link >= eh.e_shnum ||
-        !ReadAt(m, eh.e_shoff + uint64_t{sh.sh_link} * eh.e_shentsize, &strings)) {
-      continue;
-    }
-    const uint8_t* str = m.At(strings.sh_offset, strings.sh_size);
-    if (str == nullptr || sh.sh_entsize < sizeof(Elf64_Sym)) continue;
-    uint64_t n = sh.sh_size / sh.sh_entsize;
-    for (uint64_t k = 0; k < n; ++k) {
-      Elf64_Sym sym;
-      if (!ReadAt(m, sh.sh_offset + k * sh.sh_entsize, &sym)) break;
-      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0 || sym.st_shndx == SHN_UNDEF) continue;
-      if (sym.st_name >= strings.sh_size) continue;
-      const char* name = reinterpret_cast<const char*>(str + sym.st_name);
-      size_t len = strnlen(name, strings.sh_size - sym.st_name);
-      out->push_back({sym.st_value, sym.st_size, std::string(name, len)});
-    }
-  }
-}
 
 }  // namespace
 
@@ -103,26 +43,15 @@ const SymbolResolver::Table& SymbolResolver::Load(const std::string& path) {
   if (slot) return *slot;
   slot = std::make_unique<Table>();
   Table& t = *slot;
-  Mapping m(path);
-  Elf64_Ehdr eh;
-  if (!ReadAt(m, 0, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize < sizeof(Elf64_Phdr) ||
-      eh.e_shentsize < sizeof(Elf64_Shdr)) {
-    return t;
+  t.dwfl = dwfl_begin(&kCallbacks);
+  if (t.dwfl == nullptr) return t;
+  dwfl_report_begin(t.dwfl);
+  t.module = dwfl_report_elf(t.dwfl, path.c_str(), path.c_str(), -1, 0, false);
+  dwfl_report_end(t.dwfl, nullptr, nullptr);
+  if (t.module != nullptr) {
+    Dwarf_Addr end = 0;
+    dwfl_module_info(t.module, nullptr, &t.start, &end, nullptr, nullptr, nullptr, nullptr);
   }
-  t.min_vaddr = UINT64_MAX;
-  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    if (ReadAt(m, eh.e_phoff + uint64_t{i} * eh.e_phentsize, &ph) && ph.p_type == PT_LOAD) {
-      t.min_vaddr = std::min<uint64_t>(t.min_vaddr, ph.p_vaddr & ~uint64_t{0xfff});
-    }
-  }
-  if (t.min_vaddr == UINT64_MAX) t.min_vaddr = 0;
-  ReadSymbols(m, eh, SHT_SYMTAB, &t.symbols);
-  if (t.symbols.empty()) ReadSymbols(m, eh, SHT_DYNSYM, &t.symbols);
-  std::sort(t.symbols.begin(), t.symbols.end(),
-            [](const Table::Symbol& a, const Table::Symbol& b) { return a.value < b.value; });
-  t.ok = true;
   return t;
 }
 
@@ -140,18 +69,39 @@ CallSite SymbolResolver::Resolve(uint64_t address, const std::vector<Module>& mo
   if (mod == nullptr) return site;
   site.module = mod->path;
   site.offset = address - mod->base;
+  if (site.offset == 0) return site;
   std::lock_guard<std::mutex> lock(mu_);
   const Table& t = Load(mod->path);
-  if (!t.ok || t.symbols.empty()) return site;
+  if (t.module == nullptr) return site;
   // A return address points after the call; the call itself is one byte back.
-  uint64_t vaddr = site.offset - 1 + t.min_vaddr;
-  auto it = std::upper_bound(t.symbols.begin(), t.symbols.end(), vaddr,
-                             [](uint64_t v, const Table::Symbol& s) { return v < s.value; });
-  if (it == t.symbols.begin()) return site;
-  --it;
-  if (it->size != 0 && vaddr >= it->value + it->size) return site;
-  site.symbol = ReadableSymbol(it->name);
-  site.symbol_offset = vaddr + 1 - it->value;
+  const Dwarf_Addr call = t.start + site.offset - 1;
+  GElf_Off symbol_offset = 0;
+  GElf_Sym sym;
+  const char* name =
+      dwfl_module_addrinfo(t.module, call, &symbol_offset, &sym, nullptr, nullptr, nullptr);
+  if (name != nullptr && GELF_ST_TYPE(sym.st_info) == STT_FUNC) {
+    site.symbol = ReadableSymbol(name);
+    site.symbol_offset = symbol_offset + 1;
+  }
+  if (Dwfl_Line* line = dwfl_module_getsrc(t.module, call)) {
+    int lineno = 0;
+    if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+      // Line tables name files relative to the compilation's directory.
+      const char* dir = file[0] == '/' ? nullptr : dwfl_line_comp_dir(line);
+      site.file = dir != nullptr && dir[0] != '\0' ? std::string(dir) + "/" + file : std::string(file);
+      site.line = lineno;
+    }
+  }
+  return site;
+}
+
+CallSite SymbolResolver::Resolve(uint64_t call_site, const std::vector<Module>& modules,
+                                 const std::unordered_map<uint64_t, PythonSite>& python_sites) {
+  if (!IsPythonSite(call_site)) return Resolve(call_site, modules);
+  auto it = python_sites.find(call_site & ~kPythonSiteTag);
+  if (it == python_sites.end()) return CallSite{};
+  CallSite site = Resolve(it->second.native, modules);
+  site.python = it->second.frames;
   return site;
 }
 

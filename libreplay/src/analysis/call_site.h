@@ -3,13 +3,14 @@
 // A recorded call site is an address in the recorded process. The rank header
 // lists the modules that process had loaded (path, load address, size), so the
 // address becomes module + offset on any machine; and where that module's file
-// is readable here, its ELF symbol table (.symtab, else .dynsym) names the
-// function. dladdr would answer for this process, not the recorded one, so the
-// symbol tables are read directly. Nothing here fails: what cannot be resolved
-// is left out of the CallSite.
+// is readable here, elfutils (libdwfl) names the function from its symbol
+// table and the source file and line from its debug information (in the file,
+// or in a separate debug file found by build id). dladdr would answer for this
+// process, not the recorded one, so the files are read directly. Nothing here
+// fails: what cannot be resolved is left out of the CallSite.
 //
-// Thread safety: Resolve may be called from several threads; symbol tables are
-// read once per path and cached for the resolver's lifetime.
+// Thread safety: Resolve may be called from several threads; modules are
+// opened once per path and cached for the resolver's lifetime.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include "replay/check.h"
 #include "replay/trace_header.h"
+#include "trace/python_sites.h"
 
 namespace replay::analysis {
 
@@ -30,6 +32,10 @@ class SymbolResolver {
   ~SymbolResolver();
 
   CallSite Resolve(uint64_t address, const std::vector<Module>& modules);
+  // A recorded call site: a return address, or a site of `python_sites`
+  // (trace/python_sites.h) with its Python frames and native address.
+  CallSite Resolve(uint64_t call_site, const std::vector<Module>& modules,
+                   const std::unordered_map<uint64_t, PythonSite>& python_sites);
 
   struct Table;  // one module's function symbols (call_site.cpp)
 

@@ -24,13 +24,36 @@ std::string_view FindingKindName(FindingKind kind) {
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
-std::string FormatCallSite(const CallSite& s) {
-  if (s.address == 0) return "unknown";
+namespace {
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string NativeSite(const CallSite& s) {
+  if (s.address == 0) return "";
   if (s.module.empty()) return Hex(s.address);
-  std::string module = s.module.substr(s.module.rfind('/') == std::string::npos ? 0 : s.module.rfind('/') + 1);
-  std::string where = module + "+" + Hex(s.offset);
+  std::string where = BaseName(s.module) + "+" + Hex(s.offset);
   if (s.symbol.empty()) return where;
-  return s.symbol + "+" + Hex(s.symbol_offset) + " (" + where + ")";
+  std::string source = s.file.empty() ? "" : " at " + BaseName(s.file) + ":" + std::to_string(s.line);
+  return s.symbol + "+" + Hex(s.symbol_offset) + source + " (" + where + ")";
+}
+
+}  // namespace
+
+std::string FormatCallSite(const CallSite& s) {
+  std::string native = NativeSite(s);
+  if (s.python.empty()) return native.empty() ? "unknown" : native;
+  // The innermost frames say where; three are enough to tell callers apart.
+  std::string text;
+  for (size_t i = 0; i < s.python.size() && i < 3; ++i) {
+    const SourceFrame& f = s.python[i];
+    if (i > 0) text += " < ";
+    text += f.function + " (" + BaseName(f.file) + ":" + std::to_string(f.line) + ")";
+  }
+  if (!native.empty()) text += " via " + native;
+  return text;
 }
 
 namespace {
@@ -224,6 +247,22 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
   return report;
 }
 
+nlohmann::json CallSiteToJson(const CallSite& s) {
+  nlohmann::json j = {{"text", FormatCallSite(s)}, {"address", Hex(s.address)}, {"module", s.module},
+                      {"offset", Hex(s.offset)}, {"symbol", s.symbol}};
+  if (!s.file.empty()) {
+    j["file"] = s.file;
+    j["line"] = s.line;
+  }
+  if (!s.python.empty()) {
+    j["python"] = nlohmann::json::array();
+    for (const SourceFrame& f : s.python) {
+      j["python"].push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
+    }
+  }
+  return j;
+}
+
 nlohmann::json FindingToJson(const Finding& f) {
   nlohmann::json j;
   j["kind"] = std::string(FindingKindName(f.kind));
@@ -237,11 +276,7 @@ nlohmann::json FindingToJson(const Finding& f) {
   }
   if (f.seq != 0) j["seq"] = f.seq;
   if (!f.op.empty()) j["op"] = f.op;
-  if (f.call_site) {
-    const CallSite& s = *f.call_site;
-    j["call_site"] = {{"text", FormatCallSite(s)}, {"address", Hex(s.address)}, {"module", s.module},
-                      {"offset", Hex(s.offset)}, {"symbol", s.symbol}};
-  }
+  if (f.call_site) j["call_site"] = CallSiteToJson(*f.call_site);
   j["data"] = ParseJsonObject(f.data);
   return j;
 }

@@ -10,5 +10,7 @@ namespace replay {
 
 nlohmann::json CheckReportToJson(const CheckReport& report);
 nlohmann::json FindingToJson(const Finding& finding);
+// A call site as `check --json` gives it (docs/check.md).
+nlohmann::json CallSiteToJson(const CallSite& site);
 
 }  // namespace replay

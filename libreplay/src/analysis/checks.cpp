@@ -364,10 +364,10 @@ CallSite Narrator::Site(int32_t rank, uint64_t address) const {
   const RankDigest* d = job_.Rank(rank);
   if (d == nullptr || address == 0) {
     CallSite s;
-    s.address = address;
+    s.address = IsPythonSite(address) ? 0 : address;
     return s;
   }
-  return job_.symbols.Resolve(address, d->header.modules);
+  return job_.symbols.Resolve(address, d->header.modules, d->python_sites);
 }
 
 int Narrator::Deviation(int32_t rank) const {

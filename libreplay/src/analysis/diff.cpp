@@ -12,6 +12,7 @@
 #include "analysis/diff_json.h"
 #include "replay/event_format.h"
 #include "trace/event_json.h"
+#include "trace/python_sites.h"
 #include "util/hash.h"
 
 namespace replay {
@@ -64,6 +65,17 @@ class RankSide {
     }
     for (const Event& e : reader.events()) {
       if (e.kind == EventKind::kDrop) continue;
+      if (e.kind == EventKind::kInfo && e.info_key() == kPythonSiteKey) {
+        // A site is compared where it is used, by its frames and native site.
+        if (auto site = DecodePythonSite(e.info_value())) {
+          const uint64_t id = site->id;
+          const uint64_t native = Site(site->native);
+          site->id = site->native = 0;
+          std::string text = EncodePythonSite(*site);
+          python_sites_[id] = HashCombine(Hash64(text.data(), text.size()), native);
+        }
+        continue;
+      }
       if (e.kind == EventKind::kInfo && IsVolatileInfo(e.info_key())) continue;
       // Clock readings differ from run to run by nature, in value and number.
       if (e.kind == EventKind::kEntropy && IsClock(e.entropy.source)) continue;
@@ -76,6 +88,10 @@ class RankSide {
 
   uint64_t Site(uint64_t address) const {
     if (address == 0) return 0;
+    if (IsPythonSite(address)) {
+      auto it = python_sites_.find(address & ~kPythonSiteTag);
+      return it == python_sites_.end() ? address : it->second;
+    }
     auto it = std::upper_bound(mods_.begin(), mods_.end(), address, [](uint64_t a, const Mod& m) { return a < m.base; });
     if (it != mods_.begin() && address - (it - 1)->base < (it - 1)->size) {
       return HashCombine((it - 1)->name_hash, address - (it - 1)->base);
@@ -124,6 +140,7 @@ class RankSide {
   std::vector<Mod> mods_;
   std::vector<uint16_t> api_;
   std::map<uint32_t, std::vector<const Event*>> threads_;
+  std::unordered_map<uint64_t, uint64_t> python_sites_;  // id -> hash of its frames and native site
 };
 
 DiffEvent View(const Event& e, const RankHeader& h) { return {e.index, e.time_ns, FormatEvent(e, h), EventJson(e, h)}; }

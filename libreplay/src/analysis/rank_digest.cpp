@@ -256,6 +256,8 @@ class Scanner {
       case EventKind::kInfo:
         if (e.info_key().substr(0, 4) == "mpi.") {
           d_.info.emplace_back(std::string(e.info_key()), std::string(e.info_value()));
+        } else if (e.info_key() == kPythonSiteKey) {
+          if (auto site = DecodePythonSite(e.info_value())) d_.python_sites[site->id] = std::move(*site);
         }
         break;
       default:

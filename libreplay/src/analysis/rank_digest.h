@@ -23,6 +23,7 @@
 #include "replay/event.h"
 #include "replay/trace_header.h"
 #include "replay/trace_reader.h"
+#include "trace/python_sites.h"
 #include "trace/read_progress.h"
 
 namespace replay::analysis {
@@ -192,6 +193,7 @@ struct RankDigest {
   std::vector<uint64_t> recent_transitions;
 
   std::vector<std::pair<std::string, std::string>> info;  // mpi.* facts
+  std::unordered_map<uint64_t, PythonSite> python_sites;  // by id (trace/python_sites.h)
 
   std::vector<CapturedColl> captured;   // collectives captured into CUDA graphs, in call order
 
