@@ -141,8 +141,10 @@ namespace {
 // each; only an event whose thread was slow to publish it can land in a later
 // block than events after it. The merge holds events back until no block to
 // come can hold an earlier one, on the evidence of the last kOrderBlocks
-// blocks, and merges the ring's events in (dropping those the stream has).
+// blocks and at least kOrderEvents events, and merges the ring's events in
+// (dropping those the stream has).
 constexpr size_t kOrderBlocks = 4;
+constexpr size_t kOrderEvents = size_t{1} << 16;
 
 class EventMerger {
  public:
@@ -152,8 +154,12 @@ class EventMerger {
   // Takes a decoded block's events (in index order). False once `fn` said stop.
   bool Block(std::vector<Event>* block) {
     if (block->empty()) return !stopped_;
-    firsts_.push_back(block->front().index);
-    if (firsts_.size() > kOrderBlocks) firsts_.erase(firsts_.begin());
+    firsts_.push_back({block->front().index, block->size()});
+    window_ += block->size();
+    while (firsts_.size() > kOrderBlocks && window_ - firsts_.front().second >= kOrderEvents) {
+      window_ -= firsts_.front().second;
+      firsts_.erase(firsts_.begin());
+    }
     if (pending_.empty()) {
       pending_.swap(*block);
     } else {
@@ -165,7 +171,8 @@ class EventMerger {
       pending_.swap(merged);
     }
     block->clear();
-    uint64_t horizon = *std::min_element(firsts_.begin(), firsts_.end());
+    uint64_t horizon = UINT64_MAX;
+    for (const auto& [first, size] : firsts_) horizon = std::min(horizon, first);
     return Release(horizon);
   }
 
@@ -236,7 +243,8 @@ class EventMerger {
   const std::function<bool(const Event&)>& fn_;
   EventWalk& walk_;
   std::vector<Event> pending_;
-  std::vector<uint64_t> firsts_;
+  std::vector<std::pair<uint64_t, size_t>> firsts_;  // recent blocks: first index, events
+  size_t window_ = 0;                                  // events in them
   size_t next_ring_ = 0;
   uint64_t last_ = 0;
   bool emitted_any_ = false;
@@ -299,8 +307,8 @@ void CountProblems(const std::string& path, const EventMerger& merger, EventWalk
   }
   if (merger.late_ > 0) {
     walk->problems.push_back({path, 0, 0, false,
-                              std::to_string(merger.late_) + " events stored more than " +
-                                  std::to_string(kOrderBlocks) + " blocks out of place: read out of order"});
+                              std::to_string(merger.late_) + " events stored further out of place than " +
+                                  std::to_string(kOrderEvents) + " events: read out of order"});
   }
 }
 
@@ -417,16 +425,30 @@ Status RankReader::Load(const ReadOptions& options) {
     });
     if (!walk.ok()) return walk.status();
     stream_.reset();
-    // Events stored too far out of place were passed on late.
+    stats_ = walk->stats;
+    problems_ = std::move(walk->problems);
+    // Events stored too far out of place were passed on late: sort them in,
+    // and count the gaps again.
     auto by_index = [](const Event& a, const Event& b) { return a.index < b.index; };
     if (!std::is_sorted(events_.begin(), events_.end(), by_index)) {
       std::stable_sort(events_.begin(), events_.end(), by_index);
       events_.erase(std::unique(events_.begin(), events_.end(),
                                 [](const Event& a, const Event& b) { return a.index == b.index; }),
                     events_.end());
+      std::erase_if(problems_, [&](const TraceProblem& p) {
+        return p.message.find(" events missing from the index sequence") != std::string::npos ||
+               p.message.find(" out of place than ") != std::string::npos;
+      });
+      stats_.missing = 0;
+      for (size_t i = 0; i < events_.size(); ++i) {
+        uint64_t expected = i == 0 ? 0 : events_[i - 1].index + 1;
+        if (events_[i].index > expected) stats_.missing += events_[i].index - expected;
+      }
+      if (stats_.missing > 0) {
+        problems_.push_back({events_path, 0, 0, false,
+                             std::to_string(stats_.missing) + " events missing from the index sequence"});
+      }
     }
-    stats_ = walk->stats;
-    problems_ = std::move(walk->problems);
   }
 
   if (header_ok_ && header_.complete) {
