@@ -11,11 +11,15 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 
+#include "analysis/call_site.h"
 #include "interop/pickle.h"
 #include "interop/timeline.h"
 #include "interop/trace_builder.h"
 #include "replay/event_format.h"
+#include "trace/read_progress.h"
 #include "util/file_system.h"
 #include "util/hash.h"
 #include "util/json.h"
@@ -316,12 +320,41 @@ struct FrOpRecord {
   int64_t created_ns = 0;
   int64_t completed_ns = -1;
   int64_t timeout_ms = kDefaultTimeoutMs;
+  // From the entry's frames, and from what replay's own exports add
+  // (docs/flight-recorder.md, "replay"): the recorded call, its thread, and
+  // whether it blocked or the rank waited for it when the trace ends.
+  std::vector<SourceFrame> python;  // innermost first
+  uint64_t call_site = 0;           // native return address
+  uint32_t thread = 0;
+  bool blocking = false;
+  bool waited = false;
 };
+
+// A CloseReason by its name; kNone for one that names none.
+CloseReason CloseReasonNamed(const std::string& name) {
+  for (int i = 0; i < 16; ++i) {
+    auto r = static_cast<CloseReason>(i);
+    if (CloseReasonName(r) == name) return r;
+  }
+  return CloseReason::kNone;
+}
+
+// A hex number ("0x1a2b") from a dump; 0 when it is not one.
+uint64_t HexOf(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return 0;
+  return std::strtoull(it->get_ref<const std::string&>().c_str(), nullptr, 16);
+}
 
 struct RankDump {
   std::string file;
   int32_t rank = -1;
   json doc;
+  // What replay's own export adds ("replay"); null in PyTorch's dumps.
+  const json* replay() const {
+    auto it = doc.find("replay");
+    return it != doc.end() && it->is_object() ? &*it : nullptr;
+  }
 };
 
 class Importer {
@@ -338,7 +371,8 @@ class Importer {
         if (!it->is_object()) continue;
         std::string name = it->contains("name") ? StrOf(*it, "name") : it.key();
         Pg pg{name, StrOf(*it, "desc"), RanksOf(it->value("ranks", json())), 0, ""};
-        pg.id = PgId(pg.name, pg.ranks);
+        const json* recorded = Recorded(d, name);
+        pg.id = recorded != nullptr && HexOf(*recorded, "id") != 0 ? HexOf(*recorded, "id") : PgId(pg.name, pg.ranks);
         pg.label = PgLabel(pg.name, pg.desc);
         if (pgs_.count({name, pg.ranks}) == 0) pgs_[{name, pg.ranks}] = pg;
         by_rank_name_[{d.rank, name}] = pgs_[{name, pg.ranks}];
@@ -392,7 +426,9 @@ class Importer {
     for (size_t i = 0; i < dumps_.size(); ++i) {
       for (const FrOpRecord& o : ops[i]) apis_.Id(o.api);
     }
-    for (const auto& [key, pg] : pgs_) apis_.Id(pg.label);
+    for (const RankDump& d : dumps_) {
+      for (const auto& [key, pg] : pgs_) apis_.Id(LabelOf(d, pg));
+    }
     const uint16_t wait_api = apis_.Id(kWaitApi);
 
     JobManifest m;
@@ -402,6 +438,7 @@ class Importer {
     m.world_size = world_;
     m.recorder = "flight recorder " + summary.version + " (imported by replay)";
     for (const RankDump& d : dumps_) m.command.push_back(d.file);
+    if (!dumps_.empty() && dumps_.front().replay() != nullptr) m.host = StrOf(*dumps_.front().replay(), "host");
     REPLAY_RETURN_IF_ERROR(interop::WriteTraceManifest(dest, m));
 
     for (size_t i = 0; i < dumps_.size(); ++i) {
@@ -412,6 +449,26 @@ class Importer {
       h.world_size = world_;
       h.start_realtime_ns = t0;
       h.level = Level::kMeta;
+      // What replay's own export kept of the recorded rank: where it ran, what
+      // it had loaded (to resolve its call sites), when its trace ends.
+      const json* replay = d.replay();
+      int64_t closed = dumped;
+      CloseReason reason = CloseReason::kNone;
+      if (replay != nullptr) {
+        h.host = StrOf(*replay, "host");
+        h.pid = static_cast<int32_t>(std::clamp<int64_t>(IntOf(*replay, "pid"), 0, INT32_MAX));
+        auto modules = replay->find("modules");
+        if (modules != replay->end() && modules->is_array()) {
+          for (const json& mod : *modules) {
+            if (mod.is_object()) h.modules.push_back({StrOf(mod, "path"), HexOf(mod, "base"), HexOf(mod, "size")});
+          }
+        }
+        int64_t end = std::clamp<int64_t>(IntOf(*replay, "end_ns"), 0, INT64_MAX / 4);
+        if (end > 0) closed = std::max(end, t0);
+        int64_t start = std::clamp<int64_t>(IntOf(*replay, "start_ns"), 0, INT64_MAX / 4);
+        if (start > 0 && start <= t0) h.start_realtime_ns = start;
+        reason = CloseReasonNamed(StrOf(*replay, "close_reason"));
+      }
       h.versions.push_back({"flight_recorder", StrOf(d.doc, "version")});
       std::string lib = d.doc.contains("comm_lib_version") ? StrOf(d.doc, "comm_lib_version") : StrOf(d.doc, "nccl_version");
       if (!lib.empty()) h.versions.push_back({"comm_lib", lib});
@@ -425,7 +482,7 @@ class Importer {
         if (!announced.insert(pg.id).second) return;
         CommCreateEvent c{};
         c.comm = pg.id;
-        c.api = apis_.Id(pg.label);
+        c.api = apis_.Id(LabelOf(d, pg));
         c.size = static_cast<int32_t>(pg.ranks.size());
         auto me = std::find(pg.ranks.begin(), pg.ranks.end(), d.rank);
         c.rank = me == pg.ranks.end() ? -1 : static_cast<int32_t>(me - pg.ranks.begin());
@@ -435,7 +492,10 @@ class Importer {
         b.Add(std::move(e), t0);
       };
       for (const auto& [key, pg] : by_rank_name_) {
-        if (key.first == d.rank && std::find(pg.ranks.begin(), pg.ranks.end(), d.rank) != pg.ranks.end()) announce(pg);
+        if (key.first == d.rank && std::find(pg.ranks.begin(), pg.ranks.end(), d.rank) != pg.ranks.end() &&
+            ParentOf(d, pg) == nullptr) {
+          announce(pg);
+        }
       }
       for (const FrOpRecord& o : ops[i]) announce(*o.pg);
 
@@ -451,13 +511,23 @@ class Importer {
       std::vector<int64_t> unfinished;
       int64_t wait_from = INT64_MAX;
       std::map<std::tuple<uint64_t, int32_t, bool>, uint64_t> channels;
+      std::map<std::pair<uint64_t, std::vector<SourceFrame>>, uint64_t> sites;  // -> tagged call site
       uint64_t request = 0;
       for (const FrOpRecord& o : ops[i]) {
         ++request;
+        uint64_t call_site = o.call_site;
+        if (!o.python.empty()) {
+          auto [it, fresh] = sites.try_emplace({o.call_site, o.python}, kPythonSiteTag | (sites.size() + 1));
+          if (fresh) {
+            PythonSite site{it->second & ~kPythonSiteTag, o.call_site, o.python};
+            timed.push_back({t0, timed.size(), Event::MakeInfo(kPythonSiteKey, EncodePythonSite(site))});
+          }
+          call_site = it->second;
+        }
         OpEvent op{};
         op.api = apis_.Id(o.api);
         op.kind = o.kind;
-        op.flags = op_flags::kNonBlocking;
+        op.flags = o.blocking ? 0 : op_flags::kNonBlocking;
         op.comm = o.pg->id;
         op.seq = o.p2p ? 0 : o.seq;
         op.count = o.count;
@@ -474,7 +544,28 @@ class Importer {
           int32_t world_peer = static_cast<size_t>(o.peer) < o.pg->ranks.size() ? o.pg->ranks[static_cast<size_t>(o.peer)] : o.peer;
           op.peer_seq = ++channels[{o.pg->id, world_peer, o.kind == OpKind::kSend}];
         }
-        timed.push_back({o.created_ns, timed.size(), Event::Make(op)});
+        auto at = [&](Event e) {
+          e.thread = o.thread;
+          e.call_site = call_site;
+          return e;
+        };
+        timed.push_back({o.created_ns, timed.size(), at(Event::Make(op))});
+        if (o.blocking) {
+          // A blocking call returns when it completes, or never.
+          op.request = 0;
+          timed.back().e.op.request = 0;
+          if (o.completed_ns >= 0) {
+            ReturnEvent ret{};
+            ret.api = op.api;
+            ret.comm = op.comm;
+            ret.seq = op.seq;
+            ret.peer_seq = op.peer_seq;
+            ret.source = o.kind == OpKind::kRecv ? o.peer : -1;
+            ret.recv_count = o.recv_count;
+            timed.push_back({o.completed_ns, timed.size(), at(Event::Make(ret))});
+          }
+          continue;
+        }
         ReturnEvent ret{};
         ret.api = op.api;
         ret.flags = op_flags::kNonBlocking;
@@ -483,7 +574,7 @@ class Importer {
         ret.peer_seq = op.peer_seq;
         ret.request = request;
         ret.source = -1;
-        timed.push_back({o.created_ns, timed.size(), Event::Make(ret)});
+        timed.push_back({o.created_ns, timed.size(), at(Event::Make(ret))});
         if (o.completed_ns >= 0) {
           CompletionEvent c{};
           c.request = request;
@@ -494,8 +585,10 @@ class Importer {
           c.peer_seq = op.peer_seq;
           c.source = o.kind == OpKind::kRecv ? o.peer : -1;
           c.recv_count = o.recv_count;
-          timed.push_back({o.completed_ns, timed.size(), Event::Make(c)});
-        } else {
+          timed.push_back({o.completed_ns, timed.size(), at(Event::Make(c))});
+        } else if (replay == nullptr || o.waited) {
+          // PyTorch's dumps: the GPU stream waits for what it was given. Replay's
+          // exports say which operations the rank was waiting for.
           unfinished.push_back(static_cast<int64_t>(request));
           wait_from = std::min(wait_from, o.created_ns);
         }
@@ -517,7 +610,8 @@ class Importer {
         e.list = unfinished;
         b.Add(std::move(e), wait_from);
       }
-      REPLAY_RETURN_IF_ERROR(b.Write(dest, unfinished.empty() ? CloseReason::kExit : CloseReason::kAbort, dumped));
+      if (reason == CloseReason::kNone) reason = unfinished.empty() ? CloseReason::kExit : CloseReason::kAbort;
+      REPLAY_RETURN_IF_ERROR(b.Write(dest, reason, closed));
     }
     summary.ranks = dumps_.size();
     summary.notes = std::move(notes_);
@@ -527,8 +621,39 @@ class Importer {
  private:
   static constexpr const char* kWaitApi = "GPU stream";
 
+  // What a group is called: in replay's exports, the communicator's own name
+  // ("WORLD", "split(WORLD, color=1)"); else "pg NAME:DESC".
+  static std::string LabelOf(const RankDump& d, const Pg& pg) {
+    const json* recorded = Recorded(d, pg.name);
+    std::string name = recorded != nullptr ? StrOf(*recorded, "name") : "";
+    return name.empty() ? pg.label : name;
+  }
+
+  // The communicator group `name` stands for, as replay's export recorded it
+  // ({"name", "id"}); null in PyTorch's dumps.
+  static const json* Recorded(const RankDump& d, const std::string& name) {
+    const json* replay = d.replay();
+    if (replay == nullptr) return nullptr;
+    auto comms = replay->find("comms");
+    if (comms == replay->end() || !comms->is_object()) return nullptr;
+    auto it = comms->find(name);
+    return it != comms->end() && it->is_object() ? &*it : nullptr;
+  }
+
   static bool IsP2p(const json& e, const std::string& type) {
     return BoolOf(e, "is_p2p") || type == "send" || type == "recv";
+  }
+
+  // The group a pair group of replay's export stands in for; null for any other.
+  const Pg* ParentOf(const RankDump& d, const Pg& pg) {
+    const json* replay = d.replay();
+    if (replay == nullptr) return nullptr;
+    auto pairs = replay->find("p2p_groups");
+    if (pairs == replay->end() || !pairs->is_object()) return nullptr;
+    auto parent = pairs->find(pg.name);
+    if (parent == pairs->end() || !parent->is_string()) return nullptr;
+    auto it = by_rank_name_.find({d.rank, parent->get<std::string>()});
+    return it == by_rank_name_.end() ? nullptr : &pgs_[{it->first.second, it->second.ranks}];
   }
 
   const Pg* PgOf(const RankDump& d, const json& e) {
@@ -597,8 +722,52 @@ class Importer {
       if (arrow != std::string::npos) {
         o.peer = static_cast<int32_t>(std::strtol(meta.c_str() + arrow + 2, nullptr, 10));
       }
+      // replay's exports put a pair's messages on a group of the two: back on
+      // the communicator they were sent on, with the peer's rank in it.
+      if (const Pg* parent = ParentOf(d, *o.pg)) {
+        if (o.peer >= 0 && static_cast<size_t>(o.peer) < o.pg->ranks.size()) {
+          int32_t world = o.pg->ranks[static_cast<size_t>(o.peer)];
+          auto at = std::find(parent->ranks.begin(), parent->ranks.end(), world);
+          o.peer = at == parent->ranks.end() ? kNoPeer : static_cast<int32_t>(at - parent->ranks.begin());
+        }
+        o.pg = parent;
+      }
+    }
+    // Frames: PyTorch's are Python frames (with C++ ones under
+    // TORCH_FR_CPP_STACK), innermost first; replay's exports end with the
+    // native call site, which their "replay" part gives as an address.
+    const json* extra = Extra(d, e);
+    size_t python = SIZE_MAX;
+    if (extra != nullptr) {
+      o.call_site = HexOf(*extra, "call_site");
+      python = static_cast<size_t>(std::clamp<int64_t>(IntOf(*extra, "python_frames"), 0, 1 << 20));
+      o.blocking = BoolOf(*extra, "blocking");
+      o.waited = BoolOf(*extra, "waited");
+      o.thread = static_cast<uint32_t>(std::clamp<int64_t>(IntOf(e, "thread_id"), 0, 1 << 20));
+      std::string api = StrOf(*extra, "api");
+      if (!api.empty()) o.api = api;
+    }
+    auto frames = e.find("frames");
+    if (frames != e.end() && frames->is_array()) {
+      for (const json& f : *frames) {
+        if (o.python.size() >= std::min(python, kPythonSiteFrames)) break;
+        if (!f.is_object()) continue;
+        o.python.push_back({StrOf(f, "name"), StrOf(f, "filename"),
+                            static_cast<int32_t>(std::clamp<int64_t>(IntOf(f, "line"), 0, INT32_MAX))});
+      }
     }
     return o;
+  }
+
+  // The "replay" part's facts of entry `e`, found by its record id.
+  static const json* Extra(const RankDump& d, const json& e) {
+    const json* replay = d.replay();
+    if (replay == nullptr) return nullptr;
+    auto list = replay->find("entries");
+    int64_t id = IntOf(e, "record_id", -1);
+    if (list == replay->end() || !list->is_array() || id < 0 || static_cast<uint64_t>(id) >= list->size()) return nullptr;
+    const json& x = (*list)[static_cast<size_t>(id)];
+    return x.is_object() ? &x : nullptr;
   }
 
   std::vector<FrOpRecord> Operations(const RankDump& d, FlightRecorderImport* summary) {
@@ -790,24 +959,28 @@ std::string RanksText(const std::vector<int32_t>& ranks) {
   return s + "]";
 }
 
+// The type ProcessGroupNCCL records for an operation of `kind` (profiling name
+// "nccl:<type>"), of those every analyzer since dump version 2.4 knows; null
+// for kinds it records nothing for (communicator creation and destruction).
+// Collectives whose ranks pass different counts are written as all_to_all,
+// which the analyzer compares by type and total size only.
 const char* FrType(OpKind kind) {
   switch (kind) {
     case OpKind::kAllreduce:
     case OpKind::kScan:
     case OpKind::kExscan: return "all_reduce";
-    case OpKind::kBarrier:
-    case OpKind::kCommFree: return "barrier";
+    case OpKind::kBarrier: return "all_reduce_barrier";  // ProcessGroupNCCL::barrier: an allreduce of one float
     case OpKind::kBcast: return "broadcast";
     case OpKind::kReduce: return "reduce";
     case OpKind::kAllgather: return "all_gather";
-    case OpKind::kAllgatherv: return "all_gather_v";
     case OpKind::kReduceScatterBlock: return "reduce_scatter";
-    case OpKind::kReduceScatter: return "reduce_scatter_v";
-    case OpKind::kGather:
-    case OpKind::kGatherv: return "gather";
-    case OpKind::kScatter:
-    case OpKind::kScatterv: return "scatter";
+    case OpKind::kGather: return "gather";
+    case OpKind::kScatter: return "scatter";
     case OpKind::kAlltoall:
+    case OpKind::kAllgatherv:
+    case OpKind::kGatherv:
+    case OpKind::kScatterv:
+    case OpKind::kReduceScatter:
     case OpKind::kAlltoallv:
     case OpKind::kAlltoallw:
     case OpKind::kNeighborAllgather:
@@ -815,151 +988,374 @@ const char* FrType(OpKind kind) {
     case OpKind::kNeighborAlltoall:
     case OpKind::kNeighborAlltoallv:
     case OpKind::kNeighborAlltoallw: return "all_to_all";
-    case OpKind::kCommCreate: return "split";
     default: return nullptr;
   }
 }
+
+bool UnevenCollective(OpKind kind) {
+  return kind == OpKind::kAllgatherv || kind == OpKind::kGatherv || kind == OpKind::kScatterv ||
+         kind == OpKind::kReduceScatter || kind == OpKind::kAlltoallv || kind == OpKind::kAlltoallw ||
+         kind == OpKind::kNeighborAllgatherv || kind == OpKind::kNeighborAlltoallv ||
+         kind == OpKind::kNeighborAlltoallw || kind == OpKind::kNeighborAllgather ||
+         kind == OpKind::kNeighborAlltoall;
+}
+
+// A process group as one rank writes it.
+struct ExportPg {
+  std::string name;            // "0" for WORLD, the communicator identity otherwise
+  std::string desc;            // "default_pg" for WORLD, the lineage name otherwise
+  std::vector<int32_t> ranks;  // global ranks, ascending
+  size_t local_id = 0;         // pg_id: the order this rank first used it in
+  uint64_t collective_seq = 0;  // the last collective's sequence number
+  uint64_t p2p_seq = 0;
+  uint64_t op_id = 0;
+  uint64_t last_enqueued = 0, last_started = 0, last_completed = 0;
+
+  int Local(int32_t world) const {
+    auto it = std::lower_bound(ranks.begin(), ranks.end(), world);
+    return it == ranks.end() || *it != world ? -1 : static_cast<int>(it - ranks.begin());
+  }
+};
+
+// The frames of a call site as FR writes a stack: innermost first, as
+// {name, filename, line}: the Python frames, then the native call site.
+json FramesOf(const CallSite& site, size_t* python_frames) {
+  json frames = json::array();
+  for (const SourceFrame& f : site.python) {
+    frames.push_back({{"name", f.function}, {"filename", f.file}, {"line", f.line}});
+  }
+  *python_frames = site.python.size();
+  if (site.address != 0) {
+    std::string name = site.symbol.empty() ? (site.module.empty() ? Hex(site.address) : BaseName(site.module) + "+" + Hex(site.offset))
+                                           : site.symbol;
+    std::string file = !site.file.empty() ? site.file : site.module;
+    frames.push_back({{"name", name}, {"filename", file}, {"line", site.file.empty() ? 0 : site.line}});
+  }
+  return frames;
+}
+
+class RankDumpWriter {
+ public:
+  RankDumpWriter(const interop::RankTimeline& r, const std::vector<std::string>& apis,
+                 analysis::SymbolResolver* symbols, bool as_json)
+      : r_(r), apis_(apis), symbols_(*symbols), json_(as_json) {}
+
+  json Run() {
+    waited_.insert(r_.waited.begin(), r_.waited.end());
+    for (size_t i = 0; i < r_.ops.size(); ++i) {
+      const interop::TimelineOp& o = r_.ops[i];
+      ExportPg* pg = Pg(o.comm);
+      if (pg == nullptr) continue;
+      if (o.collective()) {
+        Collective(i, o, pg);
+      } else if ((o.kind == OpKind::kSend || o.kind == OpKind::kRecv || o.kind == OpKind::kMrecv) && o.peer >= 0) {
+        PointToPoint(i, o, pg);
+      }
+    }
+    EndBatch();
+    return Document();
+  }
+
+ private:
+  // The group of communicator `comm` if this rank writes one for it: it has
+  // more than one member and this rank is one of them.
+  ExportPg* Pg(uint64_t comm) {
+    auto found = pgs_.find(comm);
+    if (found != pgs_.end()) return found->second.ranks.empty() ? nullptr : &found->second;
+    ExportPg& pg = pgs_[comm];
+    auto c = r_.comms.find(comm);
+    if (c == r_.comms.end() || c->second.members.size() < 2) return nullptr;
+    std::vector<int32_t> sorted = c->second.members;
+    std::sort(sorted.begin(), sorted.end());
+    if (!std::binary_search(sorted.begin(), sorted.end(), r_.rank)) return nullptr;
+    const bool world = c->second.name == "WORLD";
+    char id[24];
+    std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(comm));
+    pg.name = world ? "0" : id;
+    pg.desc = world ? "default_pg" : c->second.name;
+    pg.ranks = std::move(sorted);
+    pg.local_id = order_.size();
+    order_.push_back(comm);
+    return &pg;
+  }
+
+  const char* Dtype(const interop::TimelineOp& o, int64_t* in, int64_t* out) {
+    const char* dtype = DtypeToName(o.dtype);
+    if (dtype != nullptr) return dtype;
+    // No c10 type: bytes.
+    if (o.bytes != 0 && o.count != 0) {
+      int64_t scale = std::max<int64_t>(1, static_cast<int64_t>(o.bytes) / std::max<int64_t>(1, o.count));
+      *in = Times(*in, scale);
+      *out = Times(*out, scale);
+    }
+    return "Byte";
+  }
+
+  void Collective(size_t i, const interop::TimelineOp& o, ExportPg* pg) {
+    const char* type = FrType(o.kind);
+    if (type == nullptr) return;
+    EndBatch();
+    const int64_t size = static_cast<int64_t>(pg->ranks.size());
+    const bool root = o.root >= 0 && static_cast<size_t>(o.root) < pg->ranks.size() && pg->ranks[static_cast<size_t>(o.root)] == r_.rank;
+    int64_t in = o.count, out = o.count;
+    bool no_in = false, no_out = false;  // an empty tensor list, as PyTorch passes off the root
+    switch (o.kind) {
+      case OpKind::kBarrier: in = out = 1; break;
+      case OpKind::kAllgather: out = Times(o.count, size); break;
+      case OpKind::kReduceScatterBlock: in = Times(o.count, size); break;
+      case OpKind::kAlltoall:
+        in = Times(o.count, size);
+        out = Times(o.recv_count > 0 ? o.recv_count : o.count, size);
+        break;
+      case OpKind::kGather:
+        out = Times(o.count, size);
+        no_out = !root;
+        break;
+      case OpKind::kScatter:
+        in = Times(o.count, size);
+        no_in = !root;
+        break;
+      default:
+        if (UnevenCollective(o.kind)) in = out = o.count;  // each rank its own count, both ways
+        break;
+    }
+    const char* dtype = o.kind == OpKind::kBarrier ? "Float" : Dtype(o, &in, &out);
+    pg->collective_seq = o.seq;
+    ++pg->op_id;
+    json e = Entry(o, pg, std::string("nccl:") + type, false);
+    e["input_sizes"] = no_in ? json::array() : json::array({json::array({in})});
+    e["input_dtypes"] = no_in ? json::array() : json::array({dtype});
+    e["output_sizes"] = no_out ? json::array() : json::array({json::array({out})});
+    e["output_dtypes"] = no_out ? json::array() : json::array({dtype});
+    Add(std::move(e), i, o);
+    pg->last_enqueued = std::max(pg->last_enqueued, o.seq);
+    pg->last_started = std::max(pg->last_started, o.seq);
+    if (o.end_ns >= 0) pg->last_completed = std::max(pg->last_completed, o.seq);
+  }
+
+  // Sends and receives go on a group of their two ranks, as ProcessGroupNCCL
+  // runs them on a communicator of the two (its "low:high" key): PyTorch's
+  // analyzer matches a send with its receive only in a group of two, and
+  // numbers them apart from the group's collectives only there.
+  ExportPg* PairPg(uint64_t comm, const ExportPg& parent, int32_t a, int32_t b) {
+    const int32_t low = std::min(a, b), high = std::max(a, b);
+    auto key = std::make_tuple(comm, low, high);
+    auto it = pairs_.find(key);
+    if (it != pairs_.end()) return &it->second;
+    ExportPg& pg = pairs_[key];
+    pg.name = parent.name + ":" + std::to_string(low) + "-" + std::to_string(high);
+    pg.desc = parent.desc + " (" + std::to_string(low) + "," + std::to_string(high) + ")";
+    pg.ranks = {low, high};
+    pg.local_id = order_.size() + pair_order_.size();
+    pair_order_.push_back(key);
+    return &pg;
+  }
+
+  void PointToPoint(size_t i, const interop::TimelineOp& o, ExportPg* parent) {
+    if (parent->Local(o.peer) < 0 || o.peer == r_.rank) return;
+    ExportPg* pg = PairPg(o.comm, *parent, r_.rank, o.peer);
+    const int me = pg->Local(r_.rank);
+    const int peer = pg->Local(o.peer);
+    // Sends and receives of one NCCL group are one coalesced launch: one
+    // p2p_seq_id on each pair, closed by a "nccl:coalesced" entry.
+    if (o.group == 0 || o.group != batch_group_) EndBatch();
+    if (o.group == 0) {
+      ++pg->p2p_seq;
+    } else {
+      batch_group_ = o.group;
+      Batch& b = batch_[pg];
+      if (b.ops++ == 0) ++pg->p2p_seq;
+      b.start = std::max(b.start, o.start_ns);
+      b.done = b.done && o.end_ns >= 0;
+      b.end = std::max(b.end, o.end_ns);
+      b.thread = o.thread;
+    }
+    ++pg->op_id;
+    const bool send = o.kind == OpKind::kSend;
+    std::string name = send ? "nccl:send " + std::to_string(me) + "->" + std::to_string(peer)
+                            : "nccl:recv " + std::to_string(me) + "<-" + std::to_string(peer);
+    int64_t in = o.count, out = o.count;
+    const char* dtype = Dtype(o, &in, &out);
+    json e = Entry(o, pg, name, true);
+    // ProcessGroupNCCL records the one tensor as input and output both.
+    e["input_sizes"] = json::array({json::array({in})});
+    e["input_dtypes"] = json::array({dtype});
+    e["output_sizes"] = json::array({json::array({out})});
+    e["output_dtypes"] = json::array({dtype});
+    Add(std::move(e), i, o);
+  }
+
+  // Closes the batches of grouped sends and receives with their
+  // "nccl:coalesced" entries, one per pair.
+  void EndBatch() {
+    for (auto& [pg, b] : batch_) {
+      interop::TimelineOp marker;
+      marker.thread = b.thread;
+      marker.start_ns = b.start;
+      marker.end_ns = b.done ? b.end : -1;
+      json e = Entry(marker, pg, "nccl:coalesced", true);
+      e["input_sizes"] = json::array();
+      e["input_dtypes"] = json::array();
+      e["output_sizes"] = json::array();
+      e["output_dtypes"] = json::array();
+      e["frames"] = json::array();
+      entries_.push_back(std::move(e));
+      extras_.push_back({{"api", "nccl:coalesced"}});
+    }
+    batch_.clear();
+    batch_group_ = 0;
+  }
+
+  // The fields every entry has, as ProcessGroupNCCL fills them with
+  // TORCH_NCCL_ENABLE_TIMING (a start time and a duration).
+  json Entry(const interop::TimelineOp& o, const ExportPg* pg, const std::string& profiling, bool p2p) {
+    const bool done = o.end_ns >= 0;
+    json e;
+    e["record_id"] = entries_.size();
+    e["pg_id"] = pg->local_id;
+    e["process_group"] = json::array({pg->name, pg->desc});
+    e["thread_name"] = "replay thread " + std::to_string(o.thread);
+    e["thread_id"] = std::to_string(o.thread);
+    e["collective_seq_id"] = pg->collective_seq;
+    e["p2p_seq_id"] = pg->p2p_seq;
+    e["op_id"] = pg->op_id;
+    e["profiling_name"] = profiling;
+    e["time_created_ns"] = o.start_ns;
+    if (done) e["duration_ms"] = static_cast<double>(o.end_ns - o.start_ns) / 1e6;
+    e["state"] = done ? "completed" : "started";
+    e["time_discovered_started_ns"] = o.start_ns;
+    e["time_discovered_completed_ns"] = done ? json(o.end_ns) : (json_ ? json(0) : json(nullptr));
+    e["retired"] = done;
+    e["timeout_ms"] = kDefaultTimeoutMs;
+    e["is_p2p"] = p2p;
+    return e;
+  }
+
+  void Add(json e, size_t i, const interop::TimelineOp& o) {
+    json extra = {{"api", o.api < apis_.size() ? apis_[o.api] : std::string()}};
+    if (!o.nonblocking) extra["blocking"] = true;
+    if (waited_.count(i) != 0) extra["waited"] = true;
+    e["frames"] = json::array();
+    if (o.call_site != 0) {
+      auto cached = sites_.find(o.call_site);
+      if (cached == sites_.end()) {
+        CallSite site = symbols_.Resolve(o.call_site, r_.header.modules, r_.python_sites);
+        size_t python = 0;
+        json frames = FramesOf(site, &python);
+        cached = sites_.emplace(o.call_site, std::make_tuple(std::move(frames), python, site.address)).first;
+      }
+      e["frames"] = std::get<0>(cached->second);
+      extra["call_site"] = Hex(std::get<2>(cached->second));
+      if (std::get<1>(cached->second) > 0) extra["python_frames"] = std::get<1>(cached->second);
+    }
+    entries_.push_back(std::move(e));
+    extras_.push_back(std::move(extra));
+  }
+
+  json Document() {
+    json pg_config = json::object();
+    json pg_status = json::object();
+    std::vector<const ExportPg*> all;
+    for (uint64_t comm : order_) all.push_back(&pgs_.at(comm));
+    for (const auto& key : pair_order_) all.push_back(&pairs_.at(key));
+    for (const ExportPg* each : all) {
+      const ExportPg& pg = *each;
+      pg_config[pg.name] = {{"name", pg.name}, {"desc", pg.desc}, {"ranks", RanksText(pg.ranks)}};
+      json st = {{"last_enqueued_collective", pg.last_enqueued},
+                 {"last_started_collective", pg.last_started},
+                 {"last_completed_collective", pg.last_completed}};
+      if (json_) {
+        for (auto& v : st) v = std::to_string(v.get<uint64_t>());
+      }
+      pg_status[std::to_string(pg.local_id)] = st;
+    }
+    std::string comm_lib;
+    for (const auto& [k, v] : r_.header.versions) {
+      if (k == "nccl") comm_lib = v;
+    }
+    json doc = {{"version", kExportVersion}, {"comm_lib_version", comm_lib}, {"pg_config", pg_config},
+                {"pg_status", pg_status}};
+    if (!json_ || !entries_.empty()) doc["entries"] = std::move(entries_);
+    // What FR has no field for and replay reads back (docs/flight-recorder.md).
+    json modules = json::array();
+    for (const Module& m : r_.header.modules) modules.push_back({{"path", m.path}, {"base", Hex(m.base)}, {"size", Hex(m.size)}});
+    json comms = json::object();
+    for (uint64_t comm : order_) comms[pgs_.at(comm).name] = {{"name", r_.comms.at(comm).name}, {"id", Hex(comm)}};
+    json pairs = json::object();
+    for (const auto& [key, pg] : pairs_) pairs[pg.name] = pgs_.at(std::get<0>(key)).name;
+    doc["replay"] = {{"rank", r_.rank},
+                     {"host", r_.host},
+                     {"pid", r_.pid},
+                     {"status", r_.status},
+                     {"close_reason", std::string(CloseReasonName(r_.header.close_reason))},
+                     {"start_ns", r_.start_ns},
+                     {"end_ns", r_.end_ns},
+                     {"comms", comms},
+                     {"p2p_groups", pairs},
+                     {"modules", modules},
+                     {"entries", extras_}};
+    return doc;
+  }
+
+  const interop::RankTimeline& r_;
+  const std::vector<std::string>& apis_;
+  analysis::SymbolResolver& symbols_;
+  const bool json_;
+  std::map<uint64_t, ExportPg> pgs_;
+  std::vector<uint64_t> order_;  // groups written, by pg_id
+  std::set<size_t> waited_;
+  json entries_ = json::array();
+  json extras_ = json::array();
+  std::unordered_map<uint64_t, std::tuple<json, size_t, uint64_t>> sites_;  // call site -> frames, Python frames, address
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, ExportPg> pairs_;  // (comm, low, high)
+  std::vector<std::tuple<uint64_t, int32_t, int32_t>> pair_order_;
+  // The NCCL group of sends and receives being written, per pair.
+  struct Batch {
+    size_t ops = 0;
+    int64_t start = 0;
+    int64_t end = -1;
+    bool done = true;
+    uint32_t thread = 0;
+  };
+  std::map<ExportPg*, Batch> batch_;
+  uint32_t batch_group_ = 0;
+};
 
 }  // namespace
 
 Result<std::vector<std::string>> ExportFlightRecorder(const TraceReader& trace, const std::string& out_dir,
                                                       const FlightRecorderExportOptions& options) {
-  interop::TimelineOptions to;
-  to.ranks = options.ranks;
-  to.progress = options.progress;
-  REPLAY_ASSIGN_OR_RETURN(interop::Timeline tl, interop::BuildTimeline(trace, to));
   REPLAY_RETURN_IF_ERROR(FileSystem::Default()->CreateDirs(out_dir, 0755));
-
-  // Process groups: communicators of more than one rank, numbered the same
-  // way for every rank (WORLD first, then by name).
-  std::vector<std::tuple<bool, std::string, uint64_t>> order;
-  for (const auto& [id, c] : tl.comms) {
-    if (c.members.size() > 1) order.emplace_back(c.name != "WORLD", c.name, id);
+  std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
+  std::vector<size_t> chosen;
+  for (size_t i = 0; i < trace.ranks().size(); ++i) {
+    if (wanted.empty() || wanted.count(trace.ranks()[i].rank) != 0) chosen.push_back(i);
   }
-  std::sort(order.begin(), order.end());
-  std::map<uint64_t, size_t> pg_of;
-  for (size_t i = 0; i < order.size(); ++i) pg_of[std::get<2>(order[i])] = i;
-
+  ProgressTally progress(trace, chosen, options.progress);
+  analysis::SymbolResolver symbols;
+  std::vector<std::string> apis;
   std::vector<std::string> written;
-  for (const interop::RankTimeline& r : tl.ranks) {
-    json pg_config = json::object();
-    json pg_status = json::object();
-    std::map<size_t, std::array<uint64_t, 3>> status;  // enqueued, started, completed
-    for (const auto& [id, index] : pg_of) {
-      const interop::TimelineComm& c = tl.comms.at(id);
-      if (std::find(c.members.begin(), c.members.end(), r.rank) == c.members.end()) continue;
-      std::vector<int32_t> sorted = c.members;
-      std::sort(sorted.begin(), sorted.end());
-      std::string name = std::to_string(index);
-      pg_config[name] = {{"name", name}, {"desc", c.name == "WORLD" ? "default_pg" : c.name}, {"ranks", RanksText(sorted)}};
-      status[index] = {0, 0, 0};
+  // A rank at a time: read as a stream, written, forgotten.
+  for (size_t i : chosen) {
+    ReadOptions stream;
+    stream.stream = true;
+    auto reader = trace.OpenRank(i, stream);
+    if (!reader.ok()) {
+      progress.RankDone();
+      continue;
     }
-    json entries = json::array();
-    std::map<size_t, uint64_t> op_ids, p2p_ids, last_seq;
-    for (const interop::TimelineOp& o : r.ops) {
-      auto pg = pg_of.find(o.comm);
-      if (pg == pg_of.end()) continue;
-      const interop::TimelineComm& c = tl.comms.at(o.comm);
-      std::vector<int32_t> sorted = c.members;
-      std::sort(sorted.begin(), sorted.end());
-      auto local = [&](int32_t world) {
-        auto it = std::find(sorted.begin(), sorted.end(), world);
-        return it == sorted.end() ? -1 : static_cast<int>(it - sorted.begin());
-      };
-      const int64_t size = static_cast<int64_t>(sorted.size());
-      std::string profiling;
-      int64_t in = o.count;
-      int64_t out = o.count;
-      const bool p2p = o.point_to_point();
-      if (o.collective()) {
-        const char* type = FrType(o.kind);
-        if (type == nullptr) continue;
-        profiling = std::string("nccl:") + type;
-        switch (o.kind) {
-          case OpKind::kAllgather: out = Times(o.count, size); break;
-          case OpKind::kReduceScatterBlock: in = Times(o.count, size); break;
-          case OpKind::kAlltoall:
-            in = Times(o.count, size);
-            out = Times(o.recv_count > 0 ? o.recv_count : o.count, size);
-            break;
-          case OpKind::kGather: out = Times(o.count, size); break;
-          case OpKind::kScatter: in = Times(o.count, size); break;
-          case OpKind::kBarrier:
-          case OpKind::kCommFree:
-          case OpKind::kCommCreate: in = out = 1; break;
-          default: break;
-        }
-        last_seq[pg->second] = o.seq;
-      } else if (p2p) {
-        if (o.peer < 0 || o.kind == OpKind::kSendrecv) continue;
-        int me = local(r.rank);
-        int peer = local(o.peer);
-        if (me < 0 || peer < 0) continue;
-        profiling = o.is_send ? "nccl:send " + std::to_string(me) + "->" + std::to_string(peer)
-                              : "nccl:recv " + std::to_string(me) + "<-" + std::to_string(peer);
-      } else {
-        continue;
-      }
-      const char* dtype = DtypeToName(o.dtype);
-      if (dtype == nullptr) {
-        dtype = "Byte";
-        if (o.bytes != 0 && o.count != 0) {
-          int64_t scale = static_cast<int64_t>(o.bytes) / std::max<int64_t>(1, o.count);
-          in = Times(in, std::max<int64_t>(1, scale));
-          out = Times(out, std::max<int64_t>(1, scale));
-        }
-      }
-      const bool done = o.end_ns >= 0;
-      json e;
-      e["record_id"] = entries.size();
-      e["pg_id"] = pg->second;
-      e["process_group"] = json::array({std::to_string(pg->second), c.name == "WORLD" ? "default_pg" : c.name});
-      e["thread_name"] = "thread " + std::to_string(o.thread);
-      e["thread_id"] = std::to_string(o.thread);
-      e["collective_seq_id"] = p2p ? last_seq[pg->second] : o.seq;
-      e["p2p_seq_id"] = p2p ? ++p2p_ids[pg->second] : p2p_ids[pg->second];
-      e["op_id"] = ++op_ids[pg->second];
-      e["profiling_name"] = profiling;
-      e["time_created_ns"] = o.start_ns;
-      if (done) e["duration_ms"] = static_cast<double>(o.end_ns - o.start_ns) / 1e6;
-      e["input_sizes"] = json::array({json::array({in})});
-      e["input_dtypes"] = json::array({dtype});
-      e["output_sizes"] = json::array({json::array({out})});
-      e["output_dtypes"] = json::array({dtype});
-      e["state"] = done ? "completed" : "started";
-      e["time_discovered_started_ns"] = o.start_ns;
-      if (done) {
-        e["time_discovered_completed_ns"] = o.end_ns;
-      } else {
-        e["time_discovered_completed_ns"] = options.json ? json(0) : json(nullptr);
-      }
-      e["retired"] = done;
-      e["timeout_ms"] = kDefaultTimeoutMs;
-      e["is_p2p"] = p2p;
-      e["frames"] = json::array();
-      entries.push_back(std::move(e));
-      if (o.collective()) {
-        auto& s = status[pg->second];
-        s[0] = std::max(s[0], o.seq);
-        s[1] = std::max(s[1], o.seq);
-        if (done) s[2] = std::max(s[2], o.seq);
-      }
-    }
-    for (const auto& [index, s] : status) {
-      json st = {{"last_enqueued_collective", s[0]}, {"last_started_collective", s[1]}, {"last_completed_collective", s[2]}};
-      if (options.json) {
-        for (auto& v : st) v = std::to_string(v.get<uint64_t>());
-      }
-      pg_status[std::to_string(index)] = st;
-    }
-    json doc = {{"version", kExportVersion}, {"comm_lib_version", ""}, {"pg_config", pg_config},
-                {"pg_status", pg_status}, {"entries", entries}, {"rank", r.rank}};
+    interop::RankTimeline r = interop::ScanRank(**reader, &apis);
+    const uint64_t events = (*reader)->header().event_count;
+    reader->reset();
+    json doc = RankDumpWriter(r, apis, &symbols, options.json).Run();
     std::string path = out_dir + "/" + options.prefix + std::to_string(r.rank) + (options.json ? ".json" : "");
-    std::string bytes = options.json ? JsonText(doc, 1)
-                                     : interop::WritePickle(doc, {"process_group"});
+    std::string bytes = options.json ? JsonText(doc, 1) : interop::WritePickle(doc, {"process_group"});
     REPLAY_RETURN_IF_ERROR(FileSystem::Default()->WriteAtomic(path, bytes));
     written.push_back(path);
+    progress.Events(events);
+    progress.RankDone();
   }
+  if (written.empty()) return Status::NotFound(trace.dir() + ": no rank to export");
   return written;
 }
 

@@ -14,9 +14,9 @@ namespace {
 
 class RankScan {
  public:
-  RankScan(const RankReader& reader, Timeline* timeline, std::unordered_map<std::string, uint32_t>* api_index,
+  RankScan(const RankReader& reader, std::vector<std::string>* apis, std::unordered_map<std::string, uint32_t>* api_index,
            analysis::CommLineage* lineage)
-      : reader_(reader), tl_(*timeline), api_index_(*api_index), lineage_(*lineage) {}
+      : reader_(reader), apis_(*apis), api_index_(*api_index), lineage_(*lineage) {}
 
   RankTimeline Run() {
     const RankHeader& h = reader_.header();
@@ -26,8 +26,37 @@ class RankScan {
     r_.status = std::string(RankStatusName(reader_.status()));
     r_.start_ns = h.start_realtime_ns;
     r_.end_ns = h.start_realtime_ns;
+    r_.header = h;
     std::set<uint32_t> threads;
-    for (const Event& e : reader_.events()) {
+    (void)reader_.ForEachEvent([&](const Event& e) {
+      Visit(e, &threads);
+      return true;
+    });
+    if (h.close_realtime_ns > 0) r_.end_ns = std::max(r_.end_ns, h.close_realtime_ns);
+    r_.threads.assign(threads.begin(), threads.end());
+    // What the threads were inside when the trace ends: their calls, and the
+    // requests a wait among them waits for.
+    for (const auto& [thread, i] : open_) {
+      const TimelineOp& o = r_.ops[i];
+      if (o.kind != OpKind::kWait) {
+        r_.waited.push_back(i);
+        continue;
+      }
+      auto w = wait_requests_.find(thread);
+      if (w == wait_requests_.end()) continue;
+      for (int64_t request : w->second) {
+        auto p = pending_.find(static_cast<uint64_t>(request));
+        if (p != pending_.end()) r_.waited.push_back(p->second);
+      }
+    }
+    std::sort(r_.waited.begin(), r_.waited.end());
+    r_.waited.erase(std::unique(r_.waited.begin(), r_.waited.end()), r_.waited.end());
+    return std::move(r_);
+  }
+
+ private:
+  void Visit(const Event& e, std::set<uint32_t>* threads_seen) {
+      std::set<uint32_t>& threads = *threads_seen;
       r_.end_ns = std::max(r_.end_ns, Abs(e.time_ns));
       switch (e.kind) {
         case EventKind::kOp:
@@ -49,22 +78,22 @@ class RankScan {
         case EventKind::kSignal:
           r_.instants.push_back({TimelineInstant::Kind::kSignal, e.thread, Abs(e.time_ns), SignalName(e.signal.signo)});
           break;
+        case EventKind::kInfo:
+          if (e.info_key() == kPythonSiteKey) {
+            if (auto site = DecodePythonSite(e.info_value())) r_.python_sites[site->id] = std::move(*site);
+          }
+          break;
         default:
           break;
       }
-    }
-    if (h.close_realtime_ns > 0) r_.end_ns = std::max(r_.end_ns, h.close_realtime_ns);
-    r_.threads.assign(threads.begin(), threads.end());
-    return std::move(r_);
   }
 
- private:
   int64_t Abs(int64_t t) const { return reader_.header().start_realtime_ns + t; }
 
   uint32_t Api(uint16_t api) {
     std::string name = reader_.header().ApiName(api);
-    auto [it, inserted] = api_index_.try_emplace(name, static_cast<uint32_t>(tl_.apis.size()));
-    if (inserted) tl_.apis.push_back(name);
+    auto [it, inserted] = api_index_.try_emplace(name, static_cast<uint32_t>(apis_.size()));
+    if (inserted) apis_.push_back(name);
     return it->second;
   }
 
@@ -96,7 +125,14 @@ class RankScan {
     o.recv_count = op.recv_count;
     o.root = op.root;
     o.start_ns = Abs(e.time_ns);
+    o.call_site = e.call_site;
+    if ((op.flags & op_flags::kInGroup) != 0) o.group = op.group;
     open_[e.thread] = r_.ops.size();
+    if (op.kind == OpKind::kWait) {
+      wait_requests_[e.thread] = e.list;
+    } else {
+      wait_requests_.erase(e.thread);
+    }
     if (o.nonblocking && op.request != 0) request_of_[r_.ops.size()] = op.request;
     r_.ops.push_back(o);
   }
@@ -146,7 +182,7 @@ class RankScan {
   }
 
   const RankReader& reader_;
-  Timeline& tl_;
+  std::vector<std::string>& apis_;
   std::unordered_map<std::string, uint32_t>& api_index_;
   analysis::CommLineage& lineage_;
   RankTimeline r_;
@@ -154,6 +190,7 @@ class RankScan {
   std::unordered_map<size_t, uint64_t> request_of_;   // op -> its request, from the call
   std::unordered_map<uint64_t, size_t> pending_;      // request -> op
   std::unordered_map<uint64_t, std::vector<int32_t>> members_;
+  std::unordered_map<uint32_t, std::vector<int64_t>> wait_requests_;  // thread -> requests of the wait it is in
 };
 
 }  // namespace
@@ -178,18 +215,20 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
   for (size_t i = 0; i < n; ++i) {
     const RankEntry& entry = trace.ranks()[i];
     if (!wanted.empty() && wanted.count(entry.rank) == 0) continue;
-    auto reader = trace.OpenRank(i);
+    ReadOptions stream;
+    stream.stream = true;
+    auto reader = trace.OpenRank(i, stream);
     if (!reader.ok()) {
       tl.notes.push_back(entry.name + ": " + reader.status().message());
       continue;
     }
-    RankScan scan(**reader, &tl, &api_index, &lineage);
+    RankScan scan(**reader, &tl.apis, &api_index, &lineage);
     tl.ranks.push_back(scan.Run());
     for (const TimelineOp& o : tl.ranks.back().ops) {
       if (o.comm != 0) comm_ids.insert(o.comm);
     }
     progress.ranks_done = i + 1;
-    progress.events_done += (*reader)->events().size();
+    progress.events_done += (*reader)->header().event_count;
     if (options.progress) options.progress(progress);
   }
   if (tl.ranks.empty()) return Status::NotFound(trace.dir() + ": no rank to show");
@@ -203,6 +242,21 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
     tl.end_ns = std::max(tl.end_ns, r.end_ns);
   }
   return tl;
+}
+
+RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis) {
+  std::unordered_map<std::string, uint32_t> api_index;
+  for (size_t i = 0; i < apis->size(); ++i) api_index.emplace((*apis)[i], static_cast<uint32_t>(i));
+  analysis::CommLineage lineage;
+  RankScan scan(reader, apis, &api_index, &lineage);
+  RankTimeline r = scan.Run();
+  lineage.Finish();
+  std::set<uint64_t> ids;
+  for (const TimelineOp& o : r.ops) {
+    if (o.comm != 0) ids.insert(o.comm);
+  }
+  for (uint64_t id : ids) r.comms[id] = TimelineComm{lineage.Name(id), lineage.Members(id)};
+  return r;
 }
 
 }  // namespace replay::interop

@@ -20,12 +20,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
 #include "replay/event.h"
 #include "replay/status.h"
 #include "replay/trace_reader.h"
+#include "trace/python_sites.h"
 
 namespace replay::interop {
 
@@ -50,6 +52,8 @@ struct TimelineOp {
   int64_t start_ns = 0;
   int64_t return_ns = -1;   // the call returned; -1 never
   int64_t end_ns = -1;      // completed (returned, for blocking calls); -1 never
+  uint64_t call_site = 0;   // as recorded (trace/python_sites.h)
+  uint32_t group = 0;       // the NCCL group it was enqueued in; 0 none
 
   bool collective() const { return IsCollective(kind) && comm != 0 && seq != 0; }
   bool point_to_point() const {
@@ -65,6 +69,11 @@ struct TimelineInstant {
   std::string text;  // "checkpoint=3", the error message, "SIGSEGV"
 };
 
+struct TimelineComm {
+  std::string name;              // by lineage: "WORLD", "dup(WORLD)"
+  std::vector<int32_t> members;  // world ranks, in communicator-rank order
+};
+
 struct RankTimeline {
   int32_t rank = -1;
   std::string host;
@@ -75,12 +84,15 @@ struct RankTimeline {
   std::vector<TimelineOp> ops;  // in call order
   std::vector<TimelineInstant> instants;
   std::vector<uint32_t> threads;  // that made calls, ascending
+  RankHeader header;              // modules and versions, to resolve call sites and say what ran
+  std::unordered_map<uint64_t, PythonSite> python_sites;  // by id
+  // Operations a thread was inside when the trace ends: it waited for them
+  // (a wait for a request counts the requests' operations).
+  std::vector<size_t> waited;     // into ops
+  // Its communicators, named from its own creations (ScanRank).
+  std::map<uint64_t, TimelineComm> comms;
 };
 
-struct TimelineComm {
-  std::string name;              // by lineage: "WORLD", "dup(WORLD)"
-  std::vector<int32_t> members;  // world ranks, in communicator-rank order
-};
 
 struct Timeline {
   std::vector<RankTimeline> ranks;  // by rank
@@ -99,6 +111,12 @@ struct TimelineOptions {
 };
 
 Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options = {});
+
+// One rank alone, walked once (a reader opened to stream holds nothing of it
+// after): its operations, with API names interned in `apis`, and its
+// communicators named from the rank's own creations, as every member names
+// them. For the views that write a rank at a time.
+RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis);
 
 // A key equal on the two sides of one message: (comm, sender, receiver, seq).
 struct MessageKey {
