@@ -80,6 +80,7 @@ struct Options {
   double budget_s = 600;
   int jobs = 0;
   std::string backend = "auto";
+  bool verbose = false;
 };
 
 std::string SelfExe() {
@@ -110,35 +111,31 @@ class CommandDriver : public ShrinkDriver {
     fallback_ = opt.backend == "auto" && backend_ == "nccl";
   }
 
-  std::vector<Outcome> Drive(const std::vector<std::string>& dirs) override {
+  std::vector<Outcome> Drive(const std::vector<std::string>& dirs, const Settled& settled) override {
     std::vector<Outcome> out(dirs.size());
-    std::vector<pid_t> pids(dirs.size(), -1);
     std::vector<std::string> keep(dirs.size());
+    for (size_t i = 0; i < dirs.size(); ++i) keep[i] = work_ + "/d" + std::to_string(++n_);
+    std::vector<int> codes = RunAll(dirs, keep, settled);
     for (size_t i = 0; i < dirs.size(); ++i) {
-      keep[i] = work_ + "/d" + std::to_string(++n_);
-      pids[i] = Start(dirs[i], keep[i]);
       out[i].trace_dir = keep[i] + "/trace";
-      if (pids[i] < 0) out[i].status = Status::IoError(std::string("cannot start replay drive: ") + std::strerror(errno));
-    }
-    for (size_t i = 0; i < dirs.size(); ++i) {
-      if (pids[i] < 0) continue;
-      const int code = Wait(pids[i]);
-      if (code == kExitBadInput) {
-        std::string why = LastLine(keep[i] + ".log");
-        if (fallback_ && why.find("--backend nccl") != std::string::npos) {
-          // No NCCL or CUDA driver here: NCCL's semantics over MPI instead.
-          std::fprintf(stderr, "replay shrink: %s; NCCL calls are re-issued over MPI (--backend host)\n",
-                       why.c_str());
-          backend_ = "host";
-          fallback_ = false;
-          std::error_code ec;
-          const pid_t again = Start(dirs[i], keep[i] + "h");
-          out[i].trace_dir = keep[i] + "h/trace";
-          if (again > 0 && Wait(again) != kExitBadInput) continue;
-          why = LastLine(keep[i] + "h.log");
-        }
-        out[i].status = Status::InvalidArgument(why.empty() ? "replay drive refused the candidate" : why);
+      if (codes[i] < 0) {
+        out[i].status = Status::IoError(std::string("cannot start replay drive: ") + std::strerror(errno));
+        continue;
       }
+      if (codes[i] != kExitBadInput) continue;
+      std::string why = LastLine(keep[i] + ".log");
+      if (fallback_ && why.find("--backend nccl") != std::string::npos) {
+        // No NCCL or CUDA driver here: NCCL's semantics over MPI instead.
+        std::fprintf(stderr, "replay shrink: %s; NCCL calls are re-issued over MPI (--backend host)\n", why.c_str());
+        backend_ = "host";
+        fallback_ = false;
+        const std::string again = keep[i] + "h";
+        out[i].trace_dir = again + "/trace";
+        const int code = RunAll({dirs[i]}, {again}, [&](size_t, const std::string& d) { return settled(i, d); })[0];
+        if (code >= 0 && code != kExitBadInput) continue;
+        why = LastLine(again + ".log");
+      }
+      out[i].status = Status::InvalidArgument(why.empty() ? "replay drive refused the candidate" : why);
     }
     return out;
   }
@@ -160,7 +157,10 @@ class CommandDriver : public ShrinkDriver {
     const std::string log = keep + ".log";
     pid_t pid = fork();
     if (pid != 0) {
-      if (pid > 0) Track(pid);
+      if (pid > 0) {
+        setpgid(pid, pid);  // as the child does: either may run first
+        Track(pid);
+      }
       return pid;
     }
     setpgid(0, 0);
@@ -177,24 +177,61 @@ class CommandDriver : public ShrinkDriver {
     _exit(127);
   }
 
-  // The exit code of a drive; one that outlives its own timeout by a minute
-  // is stopped.
-  int Wait(pid_t pid) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s + 60);
-    int status = 0;
-    bool stopped = false;
-    for (;;) {
-      pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid || (w < 0 && errno != EINTR)) break;
-      if (!stopped && std::chrono::steady_clock::now() > limit) {
-        kill(-pid, SIGTERM);
-        stopped = true;
+  // Runs `replay drive` on each of `dirs` at once and returns their exit
+  // codes (-1: not started). A drive whose ranks all wait and whose trace
+  // shows the finding (`settled`, asked every kPollMs after the first
+  // second) is stopped, as one that outlives its own timeout by a minute is.
+  std::vector<int> RunAll(const std::vector<std::string>& dirs, const std::vector<std::string>& keep,
+                          const Settled& settled) {
+    constexpr int kPollMs = 250;
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = start + std::chrono::duration<double>(opt_.timeout_s + 60);
+    std::vector<pid_t> pids(dirs.size());
+    std::vector<int> codes(dirs.size(), -1);
+    std::vector<bool> done(dirs.size(), false), stopped(dirs.size(), false);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      pids[i] = Start(dirs[i], keep[i]);
+      done[i] = pids[i] < 0;
+    }
+    auto next_poll = start + std::chrono::milliseconds(1000);
+    while (std::find(done.begin(), done.end(), false) != done.end()) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool poll = now >= next_poll;
+      if (poll) next_poll = now + std::chrono::milliseconds(kPollMs);
+      for (size_t i = 0; i < dirs.size(); ++i) {
+        if (done[i]) continue;
+        int status = 0;
+        pid_t w = waitpid(pids[i], &status, WNOHANG);
+        if (w == pids[i] || (w < 0 && errno != EINTR)) {
+          done[i] = true;
+          codes[i] = ExitCodeOf(status);
+          kill(-pids[i], SIGKILL);  // anything of it still there
+          Untrack(pids[i]);
+          WaitClosed(keep[i] + "/trace");
+          continue;
+        }
+        if (!stopped[i] && (now > limit || (poll && settled(i, keep[i] + "/trace")))) {
+          // Its ranks close their traces on SIGTERM, as at the drive's own timeout.
+          kill(-pids[i], SIGTERM);
+          stopped[i] = true;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    kill(-pid, SIGKILL);  // anything of it still there (mpirun's daemons)
-    Untrack(pid);
-    return ExitCodeOf(status);
+    return codes;
+  }
+
+  // Ranks may still be closing their traces when the drive has gone.
+  static void WaitClosed(const std::string& trace_dir) {
+    for (int i = 0; i < 100; ++i) {
+      auto t = TraceReader::Open(trace_dir);
+      bool running = false;
+      if (t.ok()) {
+        for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
+      }
+      if (!running) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
   static void Track(pid_t pid) {
@@ -289,6 +326,12 @@ int Run(const Options& opt) {
                 s.operations, s.max_rank_operations, s.seconds);
     std::fflush(stdout);
   };
+  if (opt.verbose) {
+    sopt.log = [](const std::string& line) {
+      std::printf("    %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+  }
   std::printf("%s %s: %zu ranks\n", Paint(Color::kBold, "replay shrink").c_str(), opt.dir.c_str(),
               (*trace)->ranks().size());
   std::fflush(stdout);
@@ -335,6 +378,7 @@ void AddShrinkCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--budget", opt->budget_s, "Seconds the whole search may take (default 600)");
   cmd->add_option("--jobs", opt->jobs, "Candidates driven at once (default: as the cores allow)");
   cmd->add_option("--backend", opt->backend, "How NCCL calls are re-issued: auto (default), host or nccl");
+  cmd->add_flag("-v,--verbose", opt->verbose, "A line on each candidate: its size, and why it was kept or not");
   cmd->callback([=] {
     Options resolved = *opt;
     auto dir = ResolveTraceDir(resolved.dir);

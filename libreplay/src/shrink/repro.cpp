@@ -606,11 +606,10 @@ std::string ReproWriter::Program(const std::string& title, const std::string& ex
   }
   std::ostringstream o;
   o << "/* repro.c: " << title << "\n *\n";
-  o << " * A standalone program written by `replay shrink`: " << ranks_.size()
-    << (ranks_.size() == 1 ? " rank makes" : " ranks make")
-    << ", in order, the calls of the smallest job found that still fails\n"
-    << " * the same way, with synthetic data. It needs MPI" << (nccl_ ? ", CUDA and NCCL" : "")
-    << ", nothing of replay.\n *\n";
+  o << " * Written by `replay shrink`: the calls of the smallest job it found that still\n"
+    << " * fails the same way, made in order by " << ranks_.size() << (ranks_.size() == 1 ? " rank" : " ranks")
+    << " with synthetic data. It needs\n"
+    << " * MPI" << (nccl_ ? ", CUDA and NCCL" : "") << ", nothing of replay.\n *\n";
   std::istringstream cmds(commands);
   std::string line;
   o << " * Build and run:\n";
@@ -622,13 +621,22 @@ std::string ReproWriter::Program(const std::string& title, const std::string& ex
   if (nccl_) o << "#include <cuda.h>\n#include <nccl.h>\n";
   o << "#include <stdio.h>\n#include <stdlib.h>\n\n";
   o << "static int rank;\n\n";
-  o << "/* A buffer of `bytes` bytes; the values do not matter. */\n"
+  bool uses_buffer = false, uses_mpi_check = false, uses_device_buffer = false;
+  for (const std::string& b : bodies) {
+    uses_buffer = uses_buffer || b.find("= buffer(") != std::string::npos;
+    uses_mpi_check = uses_mpi_check || b.find("mpi_check(") != std::string::npos;
+    uses_device_buffer = uses_device_buffer || b.find("device_buffer(") != std::string::npos;
+  }
+  if (uses_buffer) {
+    o << "/* A buffer of `bytes` bytes; the values do not matter. */\n"
        "static void *buffer(size_t bytes) {\n"
        "  unsigned char *b = malloc(bytes > 0 ? bytes : 1);\n"
        "  for (size_t i = 0; i < bytes; ++i) b[i] = (unsigned char)((i * 131 + (size_t)rank) & 0x3f);\n"
        "  return b;\n"
        "}\n\n";
-  o << "/* An error is reported and the rank goes on, as the recorded job did. */\n"
+  }
+  if (uses_mpi_check) {
+    o << "/* An error is reported and the rank goes on, as the recorded job did. */\n"
        "static void mpi_check(int rc, const char *call) {\n"
        "  if (rc == MPI_SUCCESS) return;\n"
        "  char msg[MPI_MAX_ERROR_STRING];\n"
@@ -636,6 +644,7 @@ std::string ReproWriter::Program(const std::string& title, const std::string& ex
        "  MPI_Error_string(rc, msg, &len);\n"
        "  fprintf(stderr, \"rank %d: %s: %s\\n\", rank, call, msg);\n"
        "}\n\n";
+  }
   if (nccl_) {
     o << "static CUstream stream;\n"
          "static CUdeviceptr held[4096];\n"
@@ -651,16 +660,18 @@ std::string ReproWriter::Program(const std::string& title, const std::string& ex
          "  if (rc == ncclSuccess) return;\n"
          "  fprintf(stderr, \"rank %d: %s: %s\\n\", rank, call, ncclGetErrorString(rc));\n"
          "  exit(1);\n"
-         "}\n\n"
-         "/* Device memory of `bytes` bytes, freed at the next synchronize(). */\n"
+         "}\n\n";
+    if (uses_device_buffer) {
+      o << "/* Device memory of `bytes` bytes, freed at the next synchronize(). */\n"
          "static CUdeviceptr device_buffer(size_t bytes) {\n"
          "  CUdeviceptr p;\n"
          "  cuda_check(cuMemAlloc(&p, bytes > 0 ? bytes : 1), \"cuMemAlloc\");\n"
          "  cuda_check(cuMemsetD8Async(p, 0x3c, bytes > 0 ? bytes : 1, stream), \"cuMemsetD8Async\");\n"
          "  if (nheld < (int)(sizeof held / sizeof held[0])) held[nheld++] = p;\n"
          "  return p;\n"
-         "}\n\n"
-         "/* Waits for what was enqueued, as the recorded operations were waited for. */\n"
+         "}\n\n";
+    }
+    o << "/* Waits for what was enqueued, as the recorded operations were waited for. */\n"
          "static void synchronize(void) {\n"
          "  cuda_check(cuStreamSynchronize(stream), \"cuStreamSynchronize\");\n"
          "  while (nheld > 0) cuMemFree(held[--nheld]);\n"
