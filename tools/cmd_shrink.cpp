@@ -322,8 +322,8 @@ int Run(const Options& opt) {
   sopt.budget_s = opt.budget_s;
   sopt.work_dir = work;
   sopt.progress = [](const ShrinkStep& s) {
-    std::printf("  %-12s %4zu ranks %7zu calls (%zu on the busiest rank)  %7.1f s\n", s.what.c_str(), s.ranks,
-                s.operations, s.max_rank_operations, s.seconds);
+    std::printf("  %-12s %4zu rank%s %7zu calls (%zu on the busiest rank)  %7.1f s\n", s.what.c_str(), s.ranks,
+                s.ranks == 1 ? " " : "s", s.operations, s.max_rank_operations, s.seconds);
     std::fflush(stdout);
   };
   if (opt.verbose) {

@@ -263,6 +263,47 @@ TEST_CASE("shrink keeps an NCCL count mismatch, and repro.c built against NCCL's
   CHECK((*g)["data"]["field"] == "count");
   CHECK((*g)["ranks"] == (*f)["ranks"]);
 }
+
+TEST_CASE("shrink keeps an error NCCL returns, down to one rank, and repro.c gets it again", "[e2e][nccl]") {
+  TempDir tmp;
+  const std::string libs =
+      "LD_LIBRARY_PATH=" + testing::BuildPath("nccl_host") + ":" + testing::BuildPath("nccl_host/cuda") + " ";
+  // Rank 1 sends to a rank the communicator does not have.
+  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(2) + " " +
+                          testing::BuildPath("tests/nccl_host/nccl_device_program") + " --steps 3 --bad-peer 1:2",
+                      90);
+  INFO(rec.output);
+  json recorded = CheckJson(tmp / "t");
+  INFO(Titles(recorded));
+  REQUIRE(!recorded["findings"].empty());
+  REQUIRE(recorded["findings"][0]["kind"] == "error");
+  REQUIRE(recorded["findings"][0]["op"] == "ncclSend");
+  RunResult s = Run(libs + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
+  INFO(s.output);
+  REQUIRE(s.exit_code == 0);
+  json reduced = CheckJson(tmp / "out");
+  INFO(Titles(reduced));
+  CHECK(reduced["world_size"] == 1);
+  REQUIRE(!reduced["findings"].empty());
+  const json& f = reduced["findings"][0];
+  CHECK(f["kind"] == "error");
+  CHECK(f["op"] == "ncclSend");
+  CHECK(f["data"]["code"] == recorded["findings"][0]["data"]["code"]);
+  for (int n : CallsPerRank(tmp / "out")) CHECK(n <= 2);  // the communicator and the send
+
+  BuildRepro(tmp, tmp / "out",
+             "-I" REPLAY_TEST_NCCL_INCLUDE " -I" REPLAY_TEST_CUDA_INCLUDE " -L" + testing::BuildPath("nccl_host") +
+                 " -L" + testing::BuildPath("nccl_host/cuda") + " -lnccl -lcuda");
+  RunResult again = Run(libs + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(1) + " " + (tmp / "repro"), 60);
+  INFO(again.output);
+  CHECK(Grep(again.output, "ncclSend: invalid argument").size() >= 1);
+  json shown = CheckJson(tmp / "rec");
+  INFO(Titles(shown));
+  REQUIRE(!shown["findings"].empty());
+  CHECK(shown["findings"][0]["kind"] == "error");
+  CHECK(shown["findings"][0]["op"] == "ncclSend");
+  CHECK(shown["findings"][0]["data"]["code"] == f["data"]["code"]);
+}
 #endif
 
 }  // namespace

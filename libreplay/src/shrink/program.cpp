@@ -374,9 +374,11 @@ Candidate Program::Materialize(const Selection& sel) const {
     }
   }
   auto known = [&](uint64_t comm) { return Size(comm) > 0; };
-  // Communicator rank `r` of `comm` now, or -1 when that rank is gone.
+  // Communicator rank `r` of `comm` now, or -1 when that rank is gone. A
+  // rank the communicator never had (a call that named a wrong peer or root)
+  // stays as it was: no smaller communicator has it either.
   auto remap = [&](uint64_t comm, int32_t r) -> int32_t {
-    if (r < 0 || all_ranks) return r;
+    if (r < 0 || all_ranks || (Size(comm) > 0 && r >= Size(comm))) return r;
     const int32_t w = WorldOf(comm, r);
     if (!kept_world(w)) return -1;
     const std::vector<int32_t>& m = members[comm];
