@@ -1,6 +1,7 @@
 #include "shrink/finding_key.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 namespace replay::shrink {
 namespace {
@@ -14,9 +15,11 @@ Finding Missing(int32_t missing, std::vector<int32_t> stuck, const std::string& 
   f.op = "MPI_Allreduce";
   f.comm = CommRef{1, comm, {}};
   f.ranks = {missing};
-  f.data["stuck"] = stuck;
-  f.data["missing"] = nlohmann::json::array(
+  nlohmann::json data;
+  data["stuck"] = stuck;
+  data["missing"] = nlohmann::json::array(
       {{{"rank", missing}, {"blocked_in", {{"api", missing_in}, {"comm_name", "WORLD"}}}}});
+  f.data = data.dump();
   return f;
 }
 
@@ -26,8 +29,7 @@ Finding Mismatch(int32_t odd, const std::string& field = "count") {
   f.op = "MPI_Allreduce";
   f.comm = CommRef{1, "dup(WORLD)", {}};
   f.ranks = {odd};
-  f.data["field"] = field;
-  f.data["stuck"] = {0};
+  f.data = nlohmann::json{{"field", field}, {"stuck", {0}}}.dump();
   return f;
 }
 
@@ -80,7 +82,7 @@ TEST_CASE("a hang is the same when the same ranks wait in the same calls", "[shr
 TEST_CASE("a mismatch is the same in the same field whatever the ranks then do", "[shrink]") {
   const FindingKey target = KeyOf(Mismatch(2), {});
   Finding got = Mismatch(1);
-  got.data["stuck"] = {0, 1};
+  got.data = nlohmann::json{{"field", "count"}, {"stuck", {0, 1}}}.dump();
   CHECK(SameFinding(target, KeyOf(got, {0, 2}), {0, 2}, CallMatch::kApi));
   CHECK_FALSE(SameFinding(target, KeyOf(Mismatch(1, "dtype"), {0, 2}), {0, 2}, CallMatch::kApi));
   CHECK_FALSE(SameFinding(target, KeyOf(Mismatch(0), {0, 2}), {0, 2}, CallMatch::kApi));
