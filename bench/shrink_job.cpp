@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
 #include "record/comm_table.h"
 #include "replay/trace_writer.h"
 
@@ -48,26 +49,11 @@ struct Rank {
   }
 };
 
-Event Op(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq) {
-  OpEvent o{};
-  o.api = api;
-  o.kind = kind;
-  o.comm = comm;
-  o.seq = seq;
-  o.root = -1;
-  o.peer = kNoPeer;
-  o.recv_peer = kNoPeer;
-  return Event::Make(o);
-}
+Event Op(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq) { return CallOp(api, kind, comm, seq); }
 Event Ret(uint16_t api, uint64_t comm, uint64_t seq, uint64_t request = 0) {
-  ReturnEvent r{};
-  r.api = api;
-  r.comm = comm;
-  r.seq = seq;
-  r.request = request;
-  r.source = kNoPeer;
-  r.recv_count = -1;
-  return Event::Make(r);
+  Event e = CallReturn(api, comm, seq);
+  e.ret.request = request;
+  return e;
 }
 
 int Main(int argc, char** argv) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -112,9 +113,19 @@ class CommandDriver : public ShrinkDriver {
   }
 
   std::vector<Outcome> Drive(const std::vector<std::string>& dirs, const Settled& settled) override {
+    // The drives before were read when this is called: their traces go.
+    for (const std::string& d : driven_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+      std::filesystem::remove(d + ".log", ec);
+    }
+    driven_.clear();
     std::vector<Outcome> out(dirs.size());
     std::vector<std::string> keep(dirs.size());
-    for (size_t i = 0; i < dirs.size(); ++i) keep[i] = work_ + "/d" + std::to_string(++n_);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      keep[i] = work_ + "/d" + std::to_string(++n_);
+      driven_.push_back(keep[i]);
+    }
     std::vector<int> codes = RunAll(dirs, keep, settled);
     for (size_t i = 0; i < dirs.size(); ++i) {
       out[i].trace_dir = keep[i] + "/trace";
@@ -130,6 +141,7 @@ class CommandDriver : public ShrinkDriver {
         backend_ = "host";
         fallback_ = false;
         const std::string again = keep[i] + "h";
+        driven_.push_back(again);
         out[i].trace_dir = again + "/trace";
         const int code = RunAll({dirs[i]}, {again}, [&](size_t, const std::string& d) { return settled(i, d); })[0];
         if (code >= 0 && code != kExitBadInput) continue;
@@ -207,7 +219,7 @@ class CommandDriver : public ShrinkDriver {
           codes[i] = ExitCodeOf(status);
           kill(-pids[i], SIGKILL);  // anything of it still there
           Untrack(pids[i]);
-          WaitClosed(keep[i] + "/trace");
+          WaitForRanksToClose(keep[i] + "/trace");
           continue;
         }
         if (!stopped[i] && (now > limit || (poll && settled(i, keep[i] + "/trace")))) {
@@ -219,19 +231,6 @@ class CommandDriver : public ShrinkDriver {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return codes;
-  }
-
-  // Ranks may still be closing their traces when the drive has gone.
-  static void WaitClosed(const std::string& trace_dir) {
-    for (int i = 0; i < 100; ++i) {
-      auto t = TraceReader::Open(trace_dir);
-      bool running = false;
-      if (t.ok()) {
-        for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
-      }
-      if (!running) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
   }
 
   static void Track(pid_t pid) {
@@ -261,6 +260,7 @@ class CommandDriver : public ShrinkDriver {
   std::string backend_;
   bool fallback_ = false;
   size_t n_ = 0;
+  std::vector<std::string> driven_;  // trace directories of the last drives
 };
 
 bool WriteFile(const std::string& path, const std::string& text) {
@@ -310,8 +310,8 @@ int Run(const Options& opt) {
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
-      std::string rm = "rm -rf '" + dir + "'";
-      (void)!std::system(rm.c_str());
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
     }
   } cleanup{work};
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, StopDrives);
@@ -342,8 +342,8 @@ int Run(const Options& opt) {
       std::fprintf(stderr, "replay shrink: %s; nothing written\n", result.status().message().c_str());
       return kExitFindings;
     }
-    std::string rm = "rm -rf '" + out + "'";
-    (void)!std::system(rm.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(out, ec);  // nothing half written stays
     return Fail("shrink", result.status());
   }
   auto reduced = TraceReader::Open(out);

@@ -420,10 +420,14 @@ Candidate Program::Materialize(const Selection& sel) const {
     }
     possible[u] = on_kept && !broken;
   }
+  // Communicators are there from the start unless a unit creates them: the
+  // world, self, and any the trace does not show created.
   std::vector<bool> live(units_.size(), false);
+  std::set<uint64_t> made_here;
+  for (const Unit& u : units_) made_here.insert(u.creates.begin(), u.creates.end());
   std::set<uint64_t> available = {0};
-  for (const auto& [id, c] : comms_) {
-    if (c.world || c.self) available.insert(id);
+  for (const Unit& u : units_) {
+    if (made_here.count(u.comm) == 0) available.insert(u.comm);
   }
   for (bool grew = true; grew;) {
     grew = false;
