@@ -81,7 +81,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (dir.empty() || ranks < 2 || steps < 1 || hang_step < 1 || hang_step > steps) {
-    std::fprintf(stderr, "usage: shrink_job --dir=PATH [--ranks=N>=2] [--steps=N] [--hang-step=1..steps] [--hang-rank=R]\n");
+    std::fprintf(stderr,
+                 "usage: shrink_job --dir=PATH [--ranks=N>=2] [--steps=N] [--hang-step=1..steps] [--hang-rank=R]\n");
     return 2;
   }
   if (hang_rank < 0) hang_rank = ranks / 2 + 5;

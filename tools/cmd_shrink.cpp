@@ -278,7 +278,9 @@ int Run(const Options& opt) {
   }
   if (!opt.keep.empty()) {
     bool known = false;
-    for (int k = 0; k < kFindingKindCount; ++k) known = known || FindingKindName(static_cast<FindingKind>(k)) == opt.keep;
+    for (int k = 0; k < kFindingKindCount; ++k) {
+      known = known || FindingKindName(static_cast<FindingKind>(k)) == opt.keep;
+    }
     if (!known) {
       return Fail("shrink", "--keep " + opt.keep +
                                 " is not a kind of finding (missing_ranks, mismatch, error, unmatched_p2p, "

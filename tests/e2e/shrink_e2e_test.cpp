@@ -23,8 +23,11 @@ using testing::RunResult;
 using testing::TempDir;
 
 // A drive that hangs is stopped once its ranks all wait; this only bounds
-// candidates that neither end nor settle.
-const std::string kShrink = " shrink --timeout 10 ";
+// candidates that neither end nor settle, generously for a loaded machine.
+const std::string kShrink = " shrink --timeout 30 ";
+// Hung jobs are stopped after this many seconds; generous, so that a loaded
+// machine still reaches the fault before the stop.
+constexpr int kHangTimeoutS = 20;
 
 RunResult RecordTrainer(const std::string& dir, int ranks, const std::string& args, int timeout_s) {
   return Run("timeout -s TERM " + std::to_string(timeout_s) + " " + Replay() + " record -o " + dir + " -- " +
@@ -41,7 +44,9 @@ json CheckJson(const std::string& dir) {
 
 std::string Titles(const json& report) {
   std::string s;
-  for (const auto& f : report["findings"]) s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
+  for (const auto& f : report["findings"]) {
+    s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
+  }
   return s;
 }
 
@@ -79,7 +84,7 @@ void BuildRepro(const TempDir& tmp, const std::string& out, const std::string& e
 
 TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and repro.c hangs the same way", "[e2e]") {
   TempDir tmp;
-  RecordTrainer(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=3", 10);
+  RecordTrainer(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=3", kHangTimeoutS);
   json recorded = CheckJson(tmp / "t");
   REQUIRE(FindingOf(recorded, "missing_ranks", "MPI_Allreduce", "dup(WORLD)") != nullptr);
 
@@ -110,8 +115,8 @@ TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and 
   INFO(run.output);
   CHECK(run.exit_code == 124);
   // Recorded, it shows the same finding.
-  RunResult rec = Run("timeout -s TERM 10 " + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(2) + " " +
-                          (tmp / "repro"),
+  RunResult rec = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
+                          (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
                       60);
   INFO(rec.output);
   CHECK(rec.exit_code == 124);
@@ -125,7 +130,7 @@ TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and 
 
 TEST_CASE("shrink keeps the trainer's count mismatch, gives the same job each time, and repro.c mismatches", "[e2e]") {
   TempDir tmp;
-  RecordTrainer(tmp / "t", 4, "--steps 5 --fault mismatch:rank=2,step=3", 15);
+  RecordTrainer(tmp / "t", 4, "--steps 5 --fault mismatch:rank=2,step=3", kHangTimeoutS);
   REQUIRE(FindingOf(CheckJson(tmp / "t"), "mismatch", "MPI_Allreduce", "dup(WORLD)") != nullptr);
   for (const char* out : {"a", "b"}) {
     RunResult s = Run(Replay() + kShrink + (tmp / "t") + " -o " + (tmp / out) + " --budget 300", 600);
@@ -152,8 +157,8 @@ TEST_CASE("shrink keeps the trainer's count mismatch, gives the same job each ti
   CHECK((*f)["data"]["field"] == "count");
   const json odd = (*f)["ranks"];
   BuildRepro(tmp, tmp / "a");
-  RunResult rec = Run("timeout -s TERM 15 " + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(2) + " " +
-                          (tmp / "repro"),
+  RunResult rec = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
+                          (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
                       60);
   INFO(rec.output);
   json again = CheckJson(tmp / "rec");
@@ -166,7 +171,7 @@ TEST_CASE("shrink keeps the trainer's count mismatch, gives the same job each ti
 
 TEST_CASE("shrink of a fault across two communicators keeps the split", "[e2e]") {
   TempDir tmp;
-  RecordTrainer(tmp / "t", 4, "--steps 6 --fault order:rank=1,step=3", 10);
+  RecordTrainer(tmp / "t", 4, "--steps 6 --fault order:rank=1,step=3", kHangTimeoutS);
   REQUIRE(FindingOf(CheckJson(tmp / "t"), "missing_ranks", "MPI_Iallreduce", "split(WORLD, color=1)") != nullptr);
   RunResult s = Run(Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
   INFO(s.output);
@@ -224,7 +229,8 @@ TEST_CASE("shrink keeps an NCCL count mismatch, and repro.c built against NCCL's
   TempDir tmp;
   const std::string libs =
       "LD_LIBRARY_PATH=" + testing::BuildPath("nccl_host") + ":" + testing::BuildPath("nccl_host/cuda") + " ";
-  RunResult rec = Run("timeout -s TERM 20 " + Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(4) + " " +
+  const std::string stop = "timeout -s TERM " + std::to_string(kHangTimeoutS) + " ";
+  RunResult rec = Run(stop + Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(4) + " " +
                           testing::BuildPath("examples/nccl_train/nccl_train_host") +
                           " --ckpt-every 0 --steps 6 --fault mismatch:rank=1,step=2",
                       60);
@@ -252,7 +258,7 @@ TEST_CASE("shrink keeps an NCCL count mismatch, and repro.c built against NCCL's
   BuildRepro(tmp, tmp / "out",
              "-I" REPLAY_TEST_NCCL_INCLUDE " -I" REPLAY_TEST_CUDA_INCLUDE " -L" + testing::BuildPath("nccl_host") +
                  " -L" + testing::BuildPath("nccl_host/cuda") + " -lnccl -lcuda");
-  RunResult again = Run(libs + "timeout -s TERM 20 " + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(2) +
+  RunResult again = Run(libs + stop + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(2) +
                             " " + (tmp / "repro"),
                         60);
   INFO(again.output);
@@ -294,7 +300,8 @@ TEST_CASE("shrink keeps an error NCCL returns, down to one rank, and repro.c get
   BuildRepro(tmp, tmp / "out",
              "-I" REPLAY_TEST_NCCL_INCLUDE " -I" REPLAY_TEST_CUDA_INCLUDE " -L" + testing::BuildPath("nccl_host") +
                  " -L" + testing::BuildPath("nccl_host/cuda") + " -lnccl -lcuda");
-  RunResult again = Run(libs + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(1) + " " + (tmp / "repro"), 60);
+  RunResult again =
+      Run(libs + Replay() + " record -o " + (tmp / "rec") + " -- " + Mpirun(1) + " " + (tmp / "repro"), 60);
   INFO(again.output);
   CHECK(Grep(again.output, "ncclSend: invalid argument").size() >= 1);
   json shown = CheckJson(tmp / "rec");

@@ -187,7 +187,8 @@ TEST_CASE("smaller counts keep equal counts equal and larger ones larger", "[shr
   }
   // 1 float (loss) and 2048 floats (gradient) become 1 and 2.
   CHECK(counts == std::set<int64_t>{1, 2});
-  const Event* grad = Find(c, 0, EventKind::kOp, [](const Event& e) { return e.op.count == 2 && e.op.kind == OpKind::kAllreduce; });
+  const Event* grad =
+      Find(c, 0, EventKind::kOp, [](const Event& e) { return e.op.count == 2 && e.op.kind == OpKind::kAllreduce; });
   REQUIRE(grad != nullptr);
   CHECK(grad->op.bytes == 8);
 }

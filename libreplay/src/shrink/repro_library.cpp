@@ -16,7 +16,8 @@ struct Function {
 // In an order where every function comes after those it needs.
 const Function kFunctions[] = {
     // MPI.
-    {"mpi_check", "", R"C(/* An error is reported and the rank goes on, as the recorded job did. */
+    {"mpi_check", "", R"C(
+/* An error is reported and the rank goes on, as the recorded job did. */
 static void mpi_check(int rc, const char *call) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -25,7 +26,8 @@ static void mpi_check(int rc, const char *call) {
   fprintf(stderr, "rank %d: %s: %s\n", rank, call, msg);
 }
 )C"},
-    {"buffer", "", R"C(/* `count` elements of `type`; the values do not matter. */
+    {"buffer", "", R"C(
+/* `count` elements of `type`; the values do not matter. */
 static void *buffer(int count, MPI_Datatype type) {
   int size = 1;
   MPI_Type_size(type, &size);
@@ -35,7 +37,8 @@ static void *buffer(int count, MPI_Datatype type) {
   return b;
 }
 )C"},
-    {"keep", "", R"C(/* What a non-blocking call uses lives until the end. */
+    {"keep", "", R"C(
+/* What a non-blocking call uses lives until the end. */
 static void *kept[4096];
 static int nkept;
 static void *keep(void *p) {
@@ -43,19 +46,22 @@ static void *keep(void *p) {
   return p;
 }
 )C"},
-    {"comm_size", "", R"C(static int comm_size(MPI_Comm comm) {
+    {"comm_size", "", R"C(
+static int comm_size(MPI_Comm comm) {
   int n = 0;
   MPI_Comm_size(comm, &n);
   return n;
 }
 )C"},
-    {"comm_rank", "", R"C(static int comm_rank(MPI_Comm comm) {
+    {"comm_rank", "", R"C(
+static int comm_rank(MPI_Comm comm) {
   int r = 0;
   MPI_Comm_rank(comm, &r);
   return r;
 }
 )C"},
-    {"displs_of", "", R"C(/* Displacements of `n` blocks of `counts` one after the other; their total in *total. */
+    {"displs_of", "", R"C(
+/* Displacements of `n` blocks of `counts` one after the other; their total in *total. */
 static int *displs_of(const int *counts, int n, int *total) {
   int *d = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   int t = 0;
@@ -67,129 +73,152 @@ static int *displs_of(const int *counts, int n, int *total) {
   return d;
 }
 )C"},
-    {"mpi_barrier", "mpi_check", R"C(static void mpi_barrier(MPI_Comm comm) { mpi_check(MPI_Barrier(comm), "MPI_Barrier"); }
+    {"mpi_barrier", "mpi_check", R"C(
+static void mpi_barrier(MPI_Comm comm) { mpi_check(MPI_Barrier(comm), "MPI_Barrier"); }
 )C"},
-    {"mpi_ibarrier", "mpi_check", R"C(static void mpi_ibarrier(MPI_Comm comm, MPI_Request *req) { mpi_check(MPI_Ibarrier(comm, req), "MPI_Ibarrier"); }
+    {"mpi_ibarrier", "mpi_check", R"C(
+static void mpi_ibarrier(MPI_Comm comm, MPI_Request *req) { mpi_check(MPI_Ibarrier(comm, req), "MPI_Ibarrier"); }
 )C"},
-    {"mpi_bcast", "mpi_check buffer", R"C(static void mpi_bcast(int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    {"mpi_bcast", "mpi_check buffer", R"C(
+static void mpi_bcast(int count, MPI_Datatype type, int root, MPI_Comm comm) {
   void *b = buffer(count, type);
   mpi_check(MPI_Bcast(b, count, type, root, comm), "MPI_Bcast");
   free(b);
 }
 )C"},
-    {"mpi_ibcast", "mpi_check buffer keep", R"C(static void mpi_ibcast(int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ibcast", "mpi_check buffer keep", R"C(
+static void mpi_ibcast(int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
   mpi_check(MPI_Ibcast(keep(buffer(count, type)), count, type, root, comm, req), "MPI_Ibcast");
 }
 )C"},
-    {"mpi_reduce", "mpi_check buffer", R"C(static void mpi_reduce(int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+    {"mpi_reduce", "mpi_check buffer", R"C(
+static void mpi_reduce(int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
   void *s = buffer(count, type), *r = buffer(count, type);
   mpi_check(MPI_Reduce(s, r, count, type, op, root, comm), "MPI_Reduce");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_ireduce", "mpi_check buffer keep", R"C(static void mpi_ireduce(int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ireduce", "mpi_check buffer keep", R"C(
+static void mpi_ireduce(int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count, type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Ireduce(s, r, count, type, op, root, comm, req), "MPI_Ireduce");
 }
 )C"},
-    {"mpi_allreduce", "mpi_check buffer", R"C(static void mpi_allreduce(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    {"mpi_allreduce", "mpi_check buffer", R"C(
+static void mpi_allreduce(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   void *s = buffer(count, type), *r = buffer(count, type);
   mpi_check(MPI_Allreduce(s, r, count, type, op, comm), "MPI_Allreduce");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_iallreduce", "mpi_check buffer keep", R"C(static void mpi_iallreduce(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iallreduce", "mpi_check buffer keep", R"C(
+static void mpi_iallreduce(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count, type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Iallreduce(s, r, count, type, op, comm, req), "MPI_Iallreduce");
 }
 )C"},
-    {"mpi_scan", "mpi_check buffer", R"C(static void mpi_scan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    {"mpi_scan", "mpi_check buffer", R"C(
+static void mpi_scan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   void *s = buffer(count, type), *r = buffer(count, type);
   mpi_check(MPI_Scan(s, r, count, type, op, comm), "MPI_Scan");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_iscan", "mpi_check buffer keep", R"C(static void mpi_iscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iscan", "mpi_check buffer keep", R"C(
+static void mpi_iscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count, type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Iscan(s, r, count, type, op, comm, req), "MPI_Iscan");
 }
 )C"},
-    {"mpi_exscan", "mpi_check buffer", R"C(static void mpi_exscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    {"mpi_exscan", "mpi_check buffer", R"C(
+static void mpi_exscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   void *s = buffer(count, type), *r = buffer(count, type);
   mpi_check(MPI_Exscan(s, r, count, type, op, comm), "MPI_Exscan");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_iexscan", "mpi_check buffer keep", R"C(static void mpi_iexscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iexscan", "mpi_check buffer keep", R"C(
+static void mpi_iexscan(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count, type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Iexscan(s, r, count, type, op, comm, req), "MPI_Iexscan");
 }
 )C"},
-    {"mpi_gather", "mpi_check buffer comm_size", R"C(static void mpi_gather(int scount, MPI_Datatype type, int rcount, int root, MPI_Comm comm) {
+    {"mpi_gather", "mpi_check buffer comm_size", R"C(
+static void mpi_gather(int scount, MPI_Datatype type, int rcount, int root, MPI_Comm comm) {
   void *s = buffer(scount, type), *r = buffer(rcount * comm_size(comm), type);
   mpi_check(MPI_Gather(s, scount, type, r, rcount, type, root, comm), "MPI_Gather");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_igather", "mpi_check buffer keep comm_size", R"C(static void mpi_igather(int scount, MPI_Datatype type, int rcount, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_igather", "mpi_check buffer keep comm_size", R"C(
+static void mpi_igather(int scount, MPI_Datatype type, int rcount, int root, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(scount, type)), *r = keep(buffer(rcount * comm_size(comm), type));
   mpi_check(MPI_Igather(s, scount, type, r, rcount, type, root, comm, req), "MPI_Igather");
 }
 )C"},
-    {"mpi_allgather", "mpi_check buffer comm_size", R"C(static void mpi_allgather(int scount, MPI_Datatype type, int rcount, MPI_Comm comm) {
+    {"mpi_allgather", "mpi_check buffer comm_size", R"C(
+static void mpi_allgather(int scount, MPI_Datatype type, int rcount, MPI_Comm comm) {
   void *s = buffer(scount, type), *r = buffer(rcount * comm_size(comm), type);
   mpi_check(MPI_Allgather(s, scount, type, r, rcount, type, comm), "MPI_Allgather");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_iallgather", "mpi_check buffer keep comm_size", R"C(static void mpi_iallgather(int scount, MPI_Datatype type, int rcount, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iallgather", "mpi_check buffer keep comm_size", R"C(
+static void mpi_iallgather(int scount, MPI_Datatype type, int rcount, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(scount, type)), *r = keep(buffer(rcount * comm_size(comm), type));
   mpi_check(MPI_Iallgather(s, scount, type, r, rcount, type, comm, req), "MPI_Iallgather");
 }
 )C"},
-    {"mpi_scatter", "mpi_check buffer comm_size", R"C(static void mpi_scatter(int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    {"mpi_scatter", "mpi_check buffer comm_size", R"C(
+static void mpi_scatter(int count, MPI_Datatype type, int root, MPI_Comm comm) {
   void *s = buffer(count * comm_size(comm), type), *r = buffer(count, type);
   mpi_check(MPI_Scatter(s, count, type, r, count, type, root, comm), "MPI_Scatter");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_iscatter", "mpi_check buffer keep comm_size", R"C(static void mpi_iscatter(int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iscatter", "mpi_check buffer keep comm_size", R"C(
+static void mpi_iscatter(int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count * comm_size(comm), type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Iscatter(s, count, type, r, count, type, root, comm, req), "MPI_Iscatter");
 }
 )C"},
-    {"mpi_alltoall", "mpi_check buffer comm_size", R"C(static void mpi_alltoall(int count, MPI_Datatype type, MPI_Comm comm) {
+    {"mpi_alltoall", "mpi_check buffer comm_size", R"C(
+static void mpi_alltoall(int count, MPI_Datatype type, MPI_Comm comm) {
   void *s = buffer(count * comm_size(comm), type), *r = buffer(count * comm_size(comm), type);
   mpi_check(MPI_Alltoall(s, count, type, r, count, type, comm), "MPI_Alltoall");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_ialltoall", "mpi_check buffer keep comm_size", R"C(static void mpi_ialltoall(int count, MPI_Datatype type, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ialltoall", "mpi_check buffer keep comm_size", R"C(
+static void mpi_ialltoall(int count, MPI_Datatype type, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count * comm_size(comm), type)), *r = keep(buffer(count * comm_size(comm), type));
   mpi_check(MPI_Ialltoall(s, count, type, r, count, type, comm, req), "MPI_Ialltoall");
 }
 )C"},
-    {"mpi_reduce_scatter_block", "mpi_check buffer comm_size", R"C(static void mpi_reduce_scatter_block(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    {"mpi_reduce_scatter_block", "mpi_check buffer comm_size", R"C(
+static void mpi_reduce_scatter_block(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   void *s = buffer(count * comm_size(comm), type), *r = buffer(count, type);
   mpi_check(MPI_Reduce_scatter_block(s, r, count, type, op, comm), "MPI_Reduce_scatter_block");
   free(s);
   free(r);
 }
 )C"},
-    {"mpi_ireduce_scatter_block", "mpi_check buffer keep comm_size", R"C(static void mpi_ireduce_scatter_block(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ireduce_scatter_block", "mpi_check buffer keep comm_size", R"C(
+static void mpi_ireduce_scatter_block(int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
   void *s = keep(buffer(count * comm_size(comm), type)), *r = keep(buffer(count, type));
   mpi_check(MPI_Ireduce_scatter_block(s, r, count, type, op, comm, req), "MPI_Ireduce_scatter_block");
 }
 )C"},
-    {"mpi_gatherv", "mpi_check buffer comm_size displs_of", R"C(static void mpi_gatherv(int scount, MPI_Datatype type, const int *counts, int root, MPI_Comm comm) {
+    {"mpi_gatherv", "mpi_check buffer comm_size displs_of", R"C(
+static void mpi_gatherv(int scount, MPI_Datatype type, const int *counts, int root, MPI_Comm comm) {
   int total = 0;
   int *displs = displs_of(counts, comm_size(comm), &total);
   void *s = buffer(scount, type), *r = buffer(total, type);
@@ -199,14 +228,16 @@ static int *displs_of(const int *counts, int n, int *total) {
   free(displs);
 }
 )C"},
-    {"mpi_igatherv", "mpi_check buffer keep comm_size displs_of", R"C(static void mpi_igatherv(int scount, MPI_Datatype type, const int *counts, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_igatherv", "mpi_check buffer keep comm_size displs_of", R"C(
+static void mpi_igatherv(int scount, MPI_Datatype type, const int *counts, int root, MPI_Comm comm, MPI_Request *req) {
   int total = 0;
   int *displs = keep(displs_of(counts, comm_size(comm), &total));
   void *s = keep(buffer(scount, type)), *r = keep(buffer(total, type));
   mpi_check(MPI_Igatherv(s, scount, type, r, counts, displs, type, root, comm, req), "MPI_Igatherv");
 }
 )C"},
-    {"mpi_allgatherv", "mpi_check buffer comm_size displs_of", R"C(static void mpi_allgatherv(int scount, MPI_Datatype type, const int *counts, MPI_Comm comm) {
+    {"mpi_allgatherv", "mpi_check buffer comm_size displs_of", R"C(
+static void mpi_allgatherv(int scount, MPI_Datatype type, const int *counts, MPI_Comm comm) {
   int total = 0;
   int *displs = displs_of(counts, comm_size(comm), &total);
   void *s = buffer(scount, type), *r = buffer(total, type);
@@ -216,14 +247,16 @@ static int *displs_of(const int *counts, int n, int *total) {
   free(displs);
 }
 )C"},
-    {"mpi_iallgatherv", "mpi_check buffer keep comm_size displs_of", R"C(static void mpi_iallgatherv(int scount, MPI_Datatype type, const int *counts, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iallgatherv", "mpi_check buffer keep comm_size displs_of", R"C(
+static void mpi_iallgatherv(int scount, MPI_Datatype type, const int *counts, MPI_Comm comm, MPI_Request *req) {
   int total = 0;
   int *displs = keep(displs_of(counts, comm_size(comm), &total));
   void *s = keep(buffer(scount, type)), *r = keep(buffer(total, type));
   mpi_check(MPI_Iallgatherv(s, scount, type, r, counts, displs, type, comm, req), "MPI_Iallgatherv");
 }
 )C"},
-    {"mpi_scatterv", "mpi_check buffer comm_size displs_of", R"C(static void mpi_scatterv(const int *counts, MPI_Datatype type, int rcount, int root, MPI_Comm comm) {
+    {"mpi_scatterv", "mpi_check buffer comm_size displs_of", R"C(
+static void mpi_scatterv(const int *counts, MPI_Datatype type, int rcount, int root, MPI_Comm comm) {
   int total = 0;
   int *displs = displs_of(counts, comm_size(comm), &total);
   void *s = buffer(total, type), *r = buffer(rcount, type);
@@ -233,14 +266,16 @@ static int *displs_of(const int *counts, int n, int *total) {
   free(displs);
 }
 )C"},
-    {"mpi_iscatterv", "mpi_check buffer keep comm_size displs_of", R"C(static void mpi_iscatterv(const int *counts, MPI_Datatype type, int rcount, int root, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_iscatterv", "mpi_check buffer keep comm_size displs_of", R"C(
+static void mpi_iscatterv(const int *counts, MPI_Datatype type, int rcount, int root, MPI_Comm comm, MPI_Request *req) {
   int total = 0;
   int *displs = keep(displs_of(counts, comm_size(comm), &total));
   void *s = keep(buffer(total, type)), *r = keep(buffer(rcount, type));
   mpi_check(MPI_Iscatterv(s, counts, displs, type, r, rcount, type, root, comm, req), "MPI_Iscatterv");
 }
 )C"},
-    {"mpi_reduce_scatter", "mpi_check buffer comm_size comm_rank displs_of", R"C(static void mpi_reduce_scatter(const int *counts, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    {"mpi_reduce_scatter", "mpi_check buffer comm_size comm_rank displs_of", R"C(
+static void mpi_reduce_scatter(const int *counts, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   int total = 0;
   free(displs_of(counts, comm_size(comm), &total));
   void *s = buffer(total, type), *r = buffer(counts[comm_rank(comm)], type);
@@ -249,14 +284,16 @@ static int *displs_of(const int *counts, int n, int *total) {
   free(r);
 }
 )C"},
-    {"mpi_ireduce_scatter", "mpi_check buffer keep comm_size comm_rank displs_of", R"C(static void mpi_ireduce_scatter(const int *counts, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ireduce_scatter", "mpi_check buffer keep comm_size comm_rank displs_of", R"C(
+static void mpi_ireduce_scatter(const int *counts, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
   int total = 0;
   free(displs_of(counts, comm_size(comm), &total));
   void *s = keep(buffer(total, type)), *r = keep(buffer(counts[comm_rank(comm)], type));
   mpi_check(MPI_Ireduce_scatter(s, r, counts, type, op, comm, req), "MPI_Ireduce_scatter");
 }
 )C"},
-    {"mpi_alltoallv", "mpi_check buffer comm_size displs_of", R"C(static void mpi_alltoallv(const int *scounts, const int *rcounts, MPI_Datatype type, MPI_Comm comm) {
+    {"mpi_alltoallv", "mpi_check buffer comm_size displs_of", R"C(
+static void mpi_alltoallv(const int *scounts, const int *rcounts, MPI_Datatype type, MPI_Comm comm) {
   int stotal = 0, rtotal = 0;
   int *sdispls = displs_of(scounts, comm_size(comm), &stotal), *rdispls = displs_of(rcounts, comm_size(comm), &rtotal);
   void *s = buffer(stotal, type), *r = buffer(rtotal, type);
@@ -267,7 +304,8 @@ static int *displs_of(const int *counts, int n, int *total) {
   free(rdispls);
 }
 )C"},
-    {"mpi_ialltoallv", "mpi_check buffer keep comm_size displs_of", R"C(static void mpi_ialltoallv(const int *scounts, const int *rcounts, MPI_Datatype type, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_ialltoallv", "mpi_check buffer keep comm_size displs_of", R"C(
+static void mpi_ialltoallv(const int *scounts, const int *rcounts, MPI_Datatype type, MPI_Comm comm, MPI_Request *req) {
   int stotal = 0, rtotal = 0;
   int *sdispls = keep(displs_of(scounts, comm_size(comm), &stotal));
   int *rdispls = keep(displs_of(rcounts, comm_size(comm), &rtotal));
@@ -275,37 +313,44 @@ static int *displs_of(const int *counts, int n, int *total) {
   mpi_check(MPI_Ialltoallv(s, scounts, sdispls, type, r, rcounts, rdispls, type, comm, req), "MPI_Ialltoallv");
 }
 )C"},
-    {"mpi_send", "mpi_check buffer", R"C(static void mpi_send(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    {"mpi_send", "mpi_check buffer", R"C(
+static void mpi_send(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   void *b = buffer(count, type);
   mpi_check(MPI_Send(b, count, type, dest, tag, comm), "MPI_Send");
   free(b);
 }
 )C"},
-    {"mpi_ssend", "mpi_check buffer", R"C(static void mpi_ssend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    {"mpi_ssend", "mpi_check buffer", R"C(
+static void mpi_ssend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   void *b = buffer(count, type);
   mpi_check(MPI_Ssend(b, count, type, dest, tag, comm), "MPI_Ssend");
   free(b);
 }
 )C"},
-    {"mpi_isend", "mpi_check buffer keep", R"C(static void mpi_isend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_isend", "mpi_check buffer keep", R"C(
+static void mpi_isend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
   mpi_check(MPI_Isend(keep(buffer(count, type)), count, type, dest, tag, comm, req), "MPI_Isend");
 }
 )C"},
-    {"mpi_issend", "mpi_check buffer keep", R"C(static void mpi_issend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_issend", "mpi_check buffer keep", R"C(
+static void mpi_issend(int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
   mpi_check(MPI_Issend(keep(buffer(count, type)), count, type, dest, tag, comm, req), "MPI_Issend");
 }
 )C"},
-    {"mpi_recv", "mpi_check buffer", R"C(static void mpi_recv(int count, MPI_Datatype type, int source, int tag, MPI_Comm comm) {
+    {"mpi_recv", "mpi_check buffer", R"C(
+static void mpi_recv(int count, MPI_Datatype type, int source, int tag, MPI_Comm comm) {
   void *b = buffer(count, type);
   mpi_check(MPI_Recv(b, count, type, source, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
   free(b);
 }
 )C"},
-    {"mpi_irecv", "mpi_check buffer keep", R"C(static void mpi_irecv(int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
+    {"mpi_irecv", "mpi_check buffer keep", R"C(
+static void mpi_irecv(int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
   mpi_check(MPI_Irecv(keep(buffer(count, type)), count, type, source, tag, comm, req), "MPI_Irecv");
 }
 )C"},
-    {"mpi_sendrecv", "mpi_check buffer", R"C(static void mpi_sendrecv(int scount, MPI_Datatype stype, int dest, int stag, int rcount, MPI_Datatype rtype, int source,
+    {"mpi_sendrecv", "mpi_check buffer", R"C(
+static void mpi_sendrecv(int scount, MPI_Datatype stype, int dest, int stag, int rcount, MPI_Datatype rtype, int source,
                          int rtag, MPI_Comm comm) {
   void *s = buffer(scount, stype), *r = buffer(rcount, rtype);
   mpi_check(MPI_Sendrecv(s, scount, stype, dest, stag, r, rcount, rtype, source, rtag, comm, MPI_STATUS_IGNORE),
@@ -316,19 +361,22 @@ static int *displs_of(const int *counts, int n, int *total) {
 )C"},
 
     // CUDA (driver API) and NCCL, on one stream per rank.
-    {"cuda_check", "", R"C(static void cuda_check(CUresult rc, const char *call) {
+    {"cuda_check", "", R"C(
+static void cuda_check(CUresult rc, const char *call) {
   if (rc == CUDA_SUCCESS) return;
   fprintf(stderr, "rank %d: %s: CUDA error %d\n", rank, call, (int)rc);
   exit(1);
 }
 )C"},
-    {"nccl_check", "", R"C(static void nccl_check(ncclResult_t rc, const char *call) {
+    {"nccl_check", "", R"C(
+static void nccl_check(ncclResult_t rc, const char *call) {
   if (rc == ncclSuccess) return;
   fprintf(stderr, "rank %d: %s: %s\n", rank, call, ncclGetErrorString(rc));
   exit(1);
 }
 )C"},
-    {"synchronize", "cuda_check", R"C(/* Device memory used since the last synchronize(). */
+    {"synchronize", "cuda_check", R"C(
+/* Device memory used since the last synchronize(). */
 static CUdeviceptr held[4096];
 static int nheld;
 
@@ -338,7 +386,8 @@ static void synchronize(void) {
   while (nheld > 0) cuMemFree(held[--nheld]);
 }
 )C"},
-    {"device_buffer", "cuda_check synchronize", R"C(/* `bytes` bytes of device memory; the values do not matter. */
+    {"device_buffer", "cuda_check synchronize", R"C(
+/* `bytes` bytes of device memory; the values do not matter. */
 static void *device_buffer(size_t bytes) {
   CUdeviceptr p;
   cuda_check(cuMemAlloc(&p, bytes > 0 ? bytes : 1), "cuMemAlloc");
@@ -347,13 +396,15 @@ static void *device_buffer(size_t bytes) {
   return (void *)(uintptr_t)p;
 }
 )C"},
-    {"settle", "synchronize", R"C(/* Outside a group, each operation is waited for. */
+    {"settle", "synchronize", R"C(
+/* Outside a group, each operation is waited for. */
 static int group_depth;
 static void settle(void) {
   if (group_depth == 0) synchronize();
 }
 )C"},
-    {"nccl_size", "", R"C(static size_t nccl_size(ncclDataType_t type) {
+    {"nccl_size", "", R"C(
+static size_t nccl_size(ncclDataType_t type) {
   switch (type) {
     case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
     case ncclFloat16: case ncclBfloat16: return 2;
@@ -362,81 +413,95 @@ static void settle(void) {
   }
 }
 )C"},
-    {"nccl_ranks", "", R"C(static size_t nccl_ranks(ncclComm_t comm) {
+    {"nccl_ranks", "", R"C(
+static size_t nccl_ranks(ncclComm_t comm) {
   int n = 1;
   ncclCommCount(comm, &n);
   return (size_t)n;
 }
 )C"},
-    {"group_start", "nccl_check settle", R"C(static void group_start(void) {
+    {"group_start", "nccl_check settle", R"C(
+static void group_start(void) {
   nccl_check(ncclGroupStart(), "ncclGroupStart");
   ++group_depth;
 }
 )C"},
-    {"group_end", "nccl_check settle", R"C(static void group_end(void) {
+    {"group_end", "nccl_check settle", R"C(
+static void group_end(void) {
   nccl_check(ncclGroupEnd(), "ncclGroupEnd");
   if (group_depth > 0) --group_depth;
   settle();
 }
 )C"},
-    {"nccl_allreduce", "nccl_check device_buffer settle nccl_size", R"C(static void nccl_allreduce(size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
+    {"nccl_allreduce", "nccl_check device_buffer settle nccl_size", R"C(
+static void nccl_allreduce(size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
   nccl_check(ncclAllReduce(device_buffer(bytes), device_buffer(bytes), count, type, op, comm, stream), "ncclAllReduce");
   settle();
 }
 )C"},
-    {"nccl_broadcast", "nccl_check device_buffer settle nccl_size", R"C(static void nccl_broadcast(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
+    {"nccl_broadcast", "nccl_check device_buffer settle nccl_size", R"C(
+static void nccl_broadcast(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
-  nccl_check(ncclBroadcast(device_buffer(bytes), device_buffer(bytes), count, type, root, comm, stream), "ncclBroadcast");
+  nccl_check(ncclBroadcast(device_buffer(bytes), device_buffer(bytes), count, type, root, comm, stream),
+             "ncclBroadcast");
   settle();
 }
 )C"},
-    {"nccl_reduce", "nccl_check device_buffer settle nccl_size", R"C(static void nccl_reduce(size_t count, ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm) {
+    {"nccl_reduce", "nccl_check device_buffer settle nccl_size", R"C(
+static void nccl_reduce(size_t count, ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
   nccl_check(ncclReduce(device_buffer(bytes), device_buffer(bytes), count, type, op, root, comm, stream), "ncclReduce");
   settle();
 }
 )C"},
-    {"nccl_allgather", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(static void nccl_allgather(size_t count, ncclDataType_t type, ncclComm_t comm) {
+    {"nccl_allgather", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(
+static void nccl_allgather(size_t count, ncclDataType_t type, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
   nccl_check(ncclAllGather(device_buffer(bytes), device_buffer(bytes * nccl_ranks(comm)), count, type, comm, stream),
              "ncclAllGather");
   settle();
 }
 )C"},
-    {"nccl_reduce_scatter", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(static void nccl_reduce_scatter(size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
+    {"nccl_reduce_scatter", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(
+static void nccl_reduce_scatter(size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
-  nccl_check(ncclReduceScatter(device_buffer(bytes * nccl_ranks(comm)), device_buffer(bytes), count, type, op, comm, stream),
-             "ncclReduceScatter");
+  void *s = device_buffer(bytes * nccl_ranks(comm)), *r = device_buffer(bytes);
+  nccl_check(ncclReduceScatter(s, r, count, type, op, comm, stream), "ncclReduceScatter");
   settle();
 }
 )C"},
-    {"nccl_alltoall", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(static void nccl_alltoall(size_t count, ncclDataType_t type, ncclComm_t comm) {
+    {"nccl_alltoall", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(
+static void nccl_alltoall(size_t count, ncclDataType_t type, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type) * nccl_ranks(comm);
   nccl_check(ncclAlltoAll(device_buffer(bytes), device_buffer(bytes), count, type, comm, stream), "ncclAlltoAll");
   settle();
 }
 )C"},
-    {"nccl_gather", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(static void nccl_gather(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
+    {"nccl_gather", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(
+static void nccl_gather(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
   nccl_check(ncclGather(device_buffer(bytes), device_buffer(bytes * nccl_ranks(comm)), count, type, root, comm, stream),
              "ncclGather");
   settle();
 }
 )C"},
-    {"nccl_scatter", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(static void nccl_scatter(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
+    {"nccl_scatter", "nccl_check device_buffer settle nccl_size nccl_ranks", R"C(
+static void nccl_scatter(size_t count, ncclDataType_t type, int root, ncclComm_t comm) {
   size_t bytes = count * nccl_size(type);
-  nccl_check(ncclScatter(device_buffer(bytes * nccl_ranks(comm)), device_buffer(bytes), count, type, root, comm, stream),
-             "ncclScatter");
+  void *s = device_buffer(bytes * nccl_ranks(comm)), *r = device_buffer(bytes);
+  nccl_check(ncclScatter(s, r, count, type, root, comm, stream), "ncclScatter");
   settle();
 }
 )C"},
-    {"nccl_send", "nccl_check device_buffer settle nccl_size", R"C(static void nccl_send(size_t count, ncclDataType_t type, int peer, ncclComm_t comm) {
+    {"nccl_send", "nccl_check device_buffer settle nccl_size", R"C(
+static void nccl_send(size_t count, ncclDataType_t type, int peer, ncclComm_t comm) {
   nccl_check(ncclSend(device_buffer(count * nccl_size(type)), count, type, peer, comm, stream), "ncclSend");
   settle();
 }
 )C"},
-    {"nccl_recv", "nccl_check device_buffer settle nccl_size", R"C(static void nccl_recv(size_t count, ncclDataType_t type, int peer, ncclComm_t comm) {
+    {"nccl_recv", "nccl_check device_buffer settle nccl_size", R"C(
+static void nccl_recv(size_t count, ncclDataType_t type, int peer, ncclComm_t comm) {
   nccl_check(ncclRecv(device_buffer(count * nccl_size(type)), count, type, peer, comm, stream), "ncclRecv");
   settle();
 }
@@ -460,7 +525,8 @@ std::string ReproLibrary(const std::set<std::string>& used) {
   }
   std::string out;
   for (const Function& f : kFunctions) {
-    if (wanted.count(f.name) != 0) out += std::string(f.code) + "\n";
+    // Each starts on the line after its R"C( for the table's sake.
+    if (wanted.count(f.name) != 0) out += std::string(f.code).substr(f.code[0] == '\n' ? 1 : 0) + "\n";
   }
   return out;
 }

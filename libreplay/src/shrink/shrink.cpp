@@ -194,8 +194,10 @@ int Search::First(const std::vector<Selection>& selections, const std::string& w
     if (queue.empty()) return -1;
     std::vector<std::string> dirs;
     for (auto& [i, t] : queue) dirs.push_back(t.dir);
-    std::vector<ShrinkDriver::Outcome> outcomes = driver_.Drive(
-        dirs, [&](size_t q, const std::string& d) { return q < queue.size() && Settled(queue[q].second.candidate, d); });
+    auto settled = [&](size_t q, const std::string& d) {
+      return q < queue.size() && Settled(queue[q].second.candidate, d);
+    };
+    std::vector<ShrinkDriver::Outcome> outcomes = driver_.Drive(dirs, settled);
     drives_ += queue.size();
     int hit = -1;
     for (size_t q = 0; q < queue.size(); ++q) {
