@@ -26,8 +26,11 @@ using shrink::Selection;
 // `replay drive` reports it: the drive is stopped shortly after its timeout.
 constexpr int64_t kDriveMinWaitNs = 100'000'000;
 // How long every rank of a running drive must have waited before the drive
-// is taken to hang for good and stopped.
+// is taken to hang for good and stopped: when it shows the finding, and when
+// it shows another (a slow collective on a loaded machine must not pass for
+// a hang).
 constexpr int64_t kSettleNs = 1'000'000'000;
+constexpr int64_t kSettleOtherNs = 5'000'000'000;
 
 ShrinkSize SizeOf(const Candidate& c) {
   return {c.ranks.size(), c.operations, c.max_rank_operations, c.communicators};
@@ -185,7 +188,7 @@ bool Search::Settled(const Candidate& c, const std::string& trace_dir) {
   // (MPI_Init can take long on a loaded machine, and is not a hang).
   const auto now = std::chrono::steady_clock::now();
   auto [it, first] = waiting_since_.emplace(trace_dir, now);
-  return !starting && !first && now - it->second >= std::chrono::nanoseconds(2 * kSettleNs);
+  return !starting && !first && now - it->second >= std::chrono::nanoseconds(kSettleOtherNs);
 }
 
 int Search::First(const std::vector<Selection>& selections, const std::string& what) {
