@@ -35,7 +35,7 @@ shrink_one() {
   local trainer=$1 fault=$2 ranks=$3 trace=$4
   shift 4
   local first out s e secs
-  first=$("$replay" check --json "$trace" 2>/dev/null | python3 -c '
+  first=$({ "$replay" check --json "$trace" 2>/dev/null || true; } | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 f = [x for x in d["findings"] if x["kind"] not in ("straggler", "config")]

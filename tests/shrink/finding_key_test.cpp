@@ -131,5 +131,20 @@ TEST_CASE("only hangs, mismatches and errors can be kept", "[shrink]") {
   CHECK(PickFinding(report, "") == &report.findings[2]);
 }
 
+TEST_CASE("a program calling MPI_Abort is not the fault kept; what made it give up is", "[shrink]") {
+  CheckReport report;
+  Finding abort;
+  abort.kind = FindingKind::kError;
+  abort.data = nlohmann::json{{"source", "mpi"}, {"code", 1}, {"abort", true}}.dump();
+  Finding nccl;
+  nccl.kind = FindingKind::kError;
+  nccl.data = nlohmann::json{{"source", "nccl"}, {"code", 5}}.dump();
+  report.findings = {abort, nccl};
+  CHECK(PickFinding(report, "") == &report.findings[1]);
+  CHECK(PickFinding(report, "error") == &report.findings[0]);  // unless asked for
+  report.findings = {abort};
+  CHECK(PickFinding(report, "") == nullptr);
+}
+
 }  // namespace
 }  // namespace replay::shrink

@@ -138,7 +138,15 @@ bool DrivableKind(FindingKind kind) {
 
 const Finding* PickFinding(const CheckReport& report, const std::string& keep) {
   for (const Finding& f : report.findings) {
-    if (keep.empty() ? DrivableKind(f.kind) : FindingKindName(f.kind) == keep) return &f;
+    if (!keep.empty()) {
+      if (FindingKindName(f.kind) == keep) return &f;
+      continue;
+    }
+    // MPI_Abort is the program giving up, not a fault of the library: what
+    // made it give up comes first.
+    if (DrivableKind(f.kind) && !(f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false))) {
+      return &f;
+    }
   }
   return nullptr;
 }

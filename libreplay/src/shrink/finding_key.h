@@ -54,7 +54,8 @@ bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set
 bool DrivableKind(FindingKind kind);
 
 // The finding of `report` a reduction keeps: the first of kind `keep` when
-// given (FindingKindName), else the first of a drivable kind; null if none.
+// given (FindingKindName), else the first of a drivable kind that is not the
+// program calling MPI_Abort; null if none.
 const Finding* PickFinding(const CheckReport& report, const std::string& keep);
 
 // The finding of `report` (from a job whose rank i is the recording's
