@@ -186,7 +186,7 @@ TEST_CASE("shrink of a fault across two communicators keeps the split", "[e2e]")
   CHECK(repro.find("MPI_Iallreduce(") != std::string::npos);
 }
 
-TEST_CASE("shrink says so and writes nothing when the drive does not fail the same way", "[e2e]") {
+TEST_CASE("shrink says so and writes nothing when the drive of a recorded job does not fail the same way", "[e2e]") {
   TempDir tmp;
   // The trainer dies of SIGSEGV in its own code: re-issuing its calls does not crash.
   RecordTrainer(tmp / "crash", 2, "--steps 4 --fault crash:rank=1,step=2", 30);
