@@ -386,4 +386,26 @@ const Event& TrainingStream::Next() {
   return e;
 }
 
+Event CallOp(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq) {
+  OpEvent o{};
+  o.api = api;
+  o.kind = kind;
+  o.comm = comm;
+  o.seq = seq;
+  o.root = -1;
+  o.peer = kNoPeer;
+  o.recv_peer = kNoPeer;
+  return Event::Make(o);
+}
+
+Event CallReturn(uint16_t api, uint64_t comm, uint64_t seq) {
+  ReturnEvent r{};
+  r.api = api;
+  r.comm = comm;
+  r.seq = seq;
+  r.source = kNoPeer;
+  r.recv_count = -1;
+  return Event::Make(r);
+}
+
 }  // namespace replay::bench

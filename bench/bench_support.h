@@ -197,4 +197,10 @@ class TrainingStream {
 // API ids the stream uses (RankHeader.apiNames order).
 std::vector<std::string> StreamApiNames();
 
+// A call's op and return events as the recorder writes them, for synthetic
+// jobs: `api` on `comm` at collective sequence number `seq` (0 for a message),
+// no peer, no root, no count; callers set what their call has.
+Event CallOp(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq);
+Event CallReturn(uint16_t api, uint64_t comm, uint64_t seq);
+
 }  // namespace replay::bench

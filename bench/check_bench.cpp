@@ -49,32 +49,18 @@ std::vector<std::string> ApiNames() {
 constexpr uint64_t kModuleBase = 0x555500000000;
 
 Event Op(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq, int64_t count, uint64_t site) {
-  OpEvent o{};
-  o.api = api;
-  o.kind = kind;
-  o.comm = comm;
-  o.seq = seq;
-  o.count = count;
-  o.dtype = DataType::kFloat32;
-  o.dtype_size = 4;
-  o.bytes = static_cast<uint64_t>(count) * 4;
-  o.redop = kind == OpKind::kAllreduce ? RedOp::kSum : RedOp::kNone;
-  o.root = -1;
-  o.peer = kNoPeer;
-  o.recv_peer = kNoPeer;
-  Event e = Event::Make(o);
+  Event e = CallOp(api, kind, comm, seq);
+  e.op.count = count;
+  e.op.dtype = DataType::kFloat32;
+  e.op.dtype_size = 4;
+  e.op.bytes = static_cast<uint64_t>(count) * 4;
+  e.op.redop = kind == OpKind::kAllreduce ? RedOp::kSum : RedOp::kNone;
   e.call_site = kModuleBase + site;
   return e;
 }
 
 Event Ret(uint16_t api, uint64_t comm, uint64_t seq, uint64_t site) {
-  ReturnEvent r{};
-  r.api = api;
-  r.comm = comm;
-  r.seq = seq;
-  r.source = kNoPeer;
-  r.recv_count = -1;
-  Event e = Event::Make(r);
+  Event e = CallReturn(api, comm, seq);
   e.call_site = kModuleBase + site;
   return e;
 }

@@ -214,16 +214,7 @@ int Run(const Options& opt) {
   }
   const bool gave_up = !timed_out && opt.backend == "nccl" && ExitCodeOf(status) == kDriveHungStatus;
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // Ranks may still be closing their traces after mpirun is gone.
-  for (int i = 0; i < 50; ++i) {
-    auto t = TraceReader::Open(drive_trace);
-    bool running = false;
-    if (t.ok()) {
-      for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
-    }
-    if (!running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitForRanksToClose(drive_trace);
 
   std::printf("%s %s: %zu ranks, %s after %.1f s\n", Paint(Color::kBold, "replay drive").c_str(), opt.dir.c_str(),
               world,

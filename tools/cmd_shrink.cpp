@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -80,6 +81,7 @@ struct Options {
   double budget_s = 600;
   int jobs = 0;
   std::string backend = "auto";
+  bool verbose = false;
 };
 
 std::string SelfExe() {
@@ -110,35 +112,42 @@ class CommandDriver : public ShrinkDriver {
     fallback_ = opt.backend == "auto" && backend_ == "nccl";
   }
 
-  std::vector<Outcome> Drive(const std::vector<std::string>& dirs) override {
+  std::vector<Outcome> Drive(const std::vector<std::string>& dirs, const Settled& settled) override {
+    // The drives before were read when this is called: their traces go.
+    for (const std::string& d : driven_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+      std::filesystem::remove(d + ".log", ec);
+    }
+    driven_.clear();
     std::vector<Outcome> out(dirs.size());
-    std::vector<pid_t> pids(dirs.size(), -1);
     std::vector<std::string> keep(dirs.size());
     for (size_t i = 0; i < dirs.size(); ++i) {
       keep[i] = work_ + "/d" + std::to_string(++n_);
-      pids[i] = Start(dirs[i], keep[i]);
-      out[i].trace_dir = keep[i] + "/trace";
-      if (pids[i] < 0) out[i].status = Status::IoError(std::string("cannot start replay drive: ") + std::strerror(errno));
+      driven_.push_back(keep[i]);
     }
+    std::vector<int> codes = RunAll(dirs, keep, settled);
     for (size_t i = 0; i < dirs.size(); ++i) {
-      if (pids[i] < 0) continue;
-      const int code = Wait(pids[i]);
-      if (code == kExitBadInput) {
-        std::string why = LastLine(keep[i] + ".log");
-        if (fallback_ && why.find("--backend nccl") != std::string::npos) {
-          // No NCCL or CUDA driver here: NCCL's semantics over MPI instead.
-          std::fprintf(stderr, "replay shrink: %s; NCCL calls are re-issued over MPI (--backend host)\n",
-                       why.c_str());
-          backend_ = "host";
-          fallback_ = false;
-          std::error_code ec;
-          const pid_t again = Start(dirs[i], keep[i] + "h");
-          out[i].trace_dir = keep[i] + "h/trace";
-          if (again > 0 && Wait(again) != kExitBadInput) continue;
-          why = LastLine(keep[i] + "h.log");
-        }
-        out[i].status = Status::InvalidArgument(why.empty() ? "replay drive refused the candidate" : why);
+      out[i].trace_dir = keep[i] + "/trace";
+      if (codes[i] < 0) {
+        out[i].status = Status::IoError(std::string("cannot start replay drive: ") + std::strerror(errno));
+        continue;
       }
+      if (codes[i] != kExitBadInput) continue;
+      std::string why = LastLine(keep[i] + ".log");
+      if (fallback_ && why.find("--backend nccl") != std::string::npos) {
+        // No NCCL or CUDA driver here: NCCL's semantics over MPI instead.
+        std::fprintf(stderr, "replay shrink: %s; NCCL calls are re-issued over MPI (--backend host)\n", why.c_str());
+        backend_ = "host";
+        fallback_ = false;
+        const std::string again = keep[i] + "h";
+        driven_.push_back(again);
+        out[i].trace_dir = again + "/trace";
+        const int code = RunAll({dirs[i]}, {again}, [&](size_t, const std::string& d) { return settled(i, d); })[0];
+        if (code >= 0 && code != kExitBadInput) continue;
+        why = LastLine(again + ".log");
+      }
+      out[i].status = Status::InvalidArgument(why.empty() ? "replay drive refused the candidate" : why);
     }
     return out;
   }
@@ -160,7 +169,10 @@ class CommandDriver : public ShrinkDriver {
     const std::string log = keep + ".log";
     pid_t pid = fork();
     if (pid != 0) {
-      if (pid > 0) Track(pid);
+      if (pid > 0) {
+        setpgid(pid, pid);  // as the child does: either may run first
+        Track(pid);
+      }
       return pid;
     }
     setpgid(0, 0);
@@ -177,24 +189,48 @@ class CommandDriver : public ShrinkDriver {
     _exit(127);
   }
 
-  // The exit code of a drive; one that outlives its own timeout by a minute
-  // is stopped.
-  int Wait(pid_t pid) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.timeout_s + 60);
-    int status = 0;
-    bool stopped = false;
-    for (;;) {
-      pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid || (w < 0 && errno != EINTR)) break;
-      if (!stopped && std::chrono::steady_clock::now() > limit) {
-        kill(-pid, SIGTERM);
-        stopped = true;
+  // Runs `replay drive` on each of `dirs` at once and returns their exit
+  // codes (-1: not started). A drive whose ranks all wait and whose trace
+  // shows the finding (`settled`, asked every kPollMs after the first
+  // second) is stopped, as one that outlives its own timeout by a minute is.
+  std::vector<int> RunAll(const std::vector<std::string>& dirs, const std::vector<std::string>& keep,
+                          const Settled& settled) {
+    constexpr int kPollMs = 250;
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = start + std::chrono::duration<double>(opt_.timeout_s + 60);
+    std::vector<pid_t> pids(dirs.size());
+    std::vector<int> codes(dirs.size(), -1);
+    std::vector<bool> done(dirs.size(), false), stopped(dirs.size(), false);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      pids[i] = Start(dirs[i], keep[i]);
+      done[i] = pids[i] < 0;
+    }
+    auto next_poll = start + std::chrono::milliseconds(1000);
+    while (std::find(done.begin(), done.end(), false) != done.end()) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool poll = now >= next_poll;
+      if (poll) next_poll = now + std::chrono::milliseconds(kPollMs);
+      for (size_t i = 0; i < dirs.size(); ++i) {
+        if (done[i]) continue;
+        int status = 0;
+        pid_t w = waitpid(pids[i], &status, WNOHANG);
+        if (w == pids[i] || (w < 0 && errno != EINTR)) {
+          done[i] = true;
+          codes[i] = ExitCodeOf(status);
+          kill(-pids[i], SIGKILL);  // anything of it still there
+          Untrack(pids[i]);
+          WaitForRanksToClose(keep[i] + "/trace");
+          continue;
+        }
+        if (!stopped[i] && (now > limit || (poll && settled(i, keep[i] + "/trace")))) {
+          // Its ranks close their traces on SIGTERM, as at the drive's own timeout.
+          kill(-pids[i], SIGTERM);
+          stopped[i] = true;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    kill(-pid, SIGKILL);  // anything of it still there (mpirun's daemons)
-    Untrack(pid);
-    return ExitCodeOf(status);
+    return codes;
   }
 
   static void Track(pid_t pid) {
@@ -224,6 +260,7 @@ class CommandDriver : public ShrinkDriver {
   std::string backend_;
   bool fallback_ = false;
   size_t n_ = 0;
+  std::vector<std::string> driven_;  // trace directories of the last drives
 };
 
 bool WriteFile(const std::string& path, const std::string& text) {
@@ -241,7 +278,9 @@ int Run(const Options& opt) {
   }
   if (!opt.keep.empty()) {
     bool known = false;
-    for (int k = 0; k < kFindingKindCount; ++k) known = known || FindingKindName(static_cast<FindingKind>(k)) == opt.keep;
+    for (int k = 0; k < kFindingKindCount; ++k) {
+      known = known || FindingKindName(static_cast<FindingKind>(k)) == opt.keep;
+    }
     if (!known) {
       return Fail("shrink", "--keep " + opt.keep +
                                 " is not a kind of finding (missing_ranks, mismatch, error, unmatched_p2p, "
@@ -273,8 +312,8 @@ int Run(const Options& opt) {
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
-      std::string rm = "rm -rf '" + dir + "'";
-      (void)!std::system(rm.c_str());
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
     }
   } cleanup{work};
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, StopDrives);
@@ -285,10 +324,16 @@ int Run(const Options& opt) {
   sopt.budget_s = opt.budget_s;
   sopt.work_dir = work;
   sopt.progress = [](const ShrinkStep& s) {
-    std::printf("  %-12s %4zu ranks %7zu calls (%zu on the busiest rank)  %7.1f s\n", s.what.c_str(), s.ranks,
-                s.operations, s.max_rank_operations, s.seconds);
+    std::printf("  %-12s %4zu rank%s %7zu calls (%zu on the busiest rank)  %7.1f s\n", s.what.c_str(), s.ranks,
+                s.ranks == 1 ? " " : "s", s.operations, s.max_rank_operations, s.seconds);
     std::fflush(stdout);
   };
+  if (opt.verbose) {
+    sopt.log = [](const std::string& line) {
+      std::printf("    %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+  }
   std::printf("%s %s: %zu ranks\n", Paint(Color::kBold, "replay shrink").c_str(), opt.dir.c_str(),
               (*trace)->ranks().size());
   std::fflush(stdout);
@@ -299,8 +344,8 @@ int Run(const Options& opt) {
       std::fprintf(stderr, "replay shrink: %s; nothing written\n", result.status().message().c_str());
       return kExitFindings;
     }
-    std::string rm = "rm -rf '" + out + "'";
-    (void)!std::system(rm.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(out, ec);  // nothing half written stays
     return Fail("shrink", result.status());
   }
   auto reduced = TraceReader::Open(out);
@@ -335,6 +380,7 @@ void AddShrinkCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--budget", opt->budget_s, "Seconds the whole search may take (default 600)");
   cmd->add_option("--jobs", opt->jobs, "Candidates driven at once (default: as the cores allow)");
   cmd->add_option("--backend", opt->backend, "How NCCL calls are re-issued: auto (default), host or nccl");
+  cmd->add_flag("-v,--verbose", opt->verbose, "A line on each candidate: its size, and why it was kept or not");
   cmd->callback([=] {
     Options resolved = *opt;
     auto dir = ResolveTraceDir(resolved.dir);

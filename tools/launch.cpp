@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include "replay/trace_reader.h"
 
 namespace replay::cli {
 namespace {
@@ -87,6 +91,19 @@ int ExitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
+}
+
+void WaitForRanksToClose(const std::string& dir, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    auto t = TraceReader::Open(dir);
+    bool running = false;
+    if (t.ok()) {
+      for (const RankEntry& e : (*t)->ranks()) running = running || RankReader::IsRunning(e.dir);
+    }
+    if (!running) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace replay::cli

@@ -27,4 +27,8 @@ int RunAndWait(const std::vector<std::string>& argv);
 // The shell-like exit code of a wait status: the code, or 128+signal.
 int ExitCodeOf(int wait_status);
 
+// Waits, at most `seconds`, until no rank of the trace in `dir` is still
+// recording: ranks close their traces after their launcher has gone.
+void WaitForRanksToClose(const std::string& dir, double seconds = 5);
+
 }  // namespace replay::cli

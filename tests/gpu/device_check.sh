@@ -13,6 +13,9 @@
 #      the GPU, CUDA stream ordering through the driver hook), checked, re-run
 #      alone from its trace, and the re-run's parameters compared bit for bit;
 #      a NaN fault recorded and checked;
+#   2b. a repro.c written by `replay shrink` (prepared on the host stand-ins):
+#      built here against real NCCL, run at one rank, where NCCL must return
+#      the error the recording had, and recorded, where check must name it;
 #   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
 #      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
 #      compared with a run without the preload;
@@ -120,6 +123,33 @@ step "trainer nan: record" 120 \
   "cd '$work' && '$R' record -o '$work/nan' -- '$train' --steps 6 --ckpt-every 0 --fault nan:rank=0,step=3"
 step "trainer nan: check names rank 0" 60 \
   "'$R' check '$work/nan'; '$R' check --json '$work/nan' >'$work/nan.json'; python3 -c 'import json, sys; f = json.load(open(sys.argv[1]))[\"findings\"]; sys.exit(0 if f and f[0][\"kind\"] == \"nan_inf\" and f[0][\"ranks\"] == [0] else 1)' '$work/nan.json'"
+
+# 2b. A repro.c from `replay shrink` (tests/gpu/prepare_device.sh shrank, on the
+# host stand-ins, a job where NCCL refuses a send to a rank its communicator
+# does not have): built here against this machine's NCCL and CUDA headers and
+# libraries (the binary built with the toolkit at prepare time if no compiler
+# or header is found), run at one rank on the GPU, where real NCCL must refuse
+# it the same way, and recorded, where check must name the same error.
+if [ -f "$carry/shrink/repro.c" ]; then
+  cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+  nccl_h=$(for d in "${nccl_dir:+$nccl_dir/../include}" /usr/include "$cuda_inc"; do [ -f "$d/nccl.h" ] && echo "$d" && break; done)
+  libnccl=$( [ -n "$nccl_dir" ] && echo "$nccl_dir/libnccl.so.2" || ldconfig -p | awk '/libnccl.so.2 / {print $NF; exit}')
+  libcuda=$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}')
+  repro=$carry/shrink/repro
+  if [ -n "$nccl_h" ] && [ -f "$cuda_inc/cuda.h" ] && [ -n "$libnccl" ] && [ -n "$libcuda" ] && command -v cc >/dev/null &&
+    step "shrink repro: build against this machine's NCCL" 60 \
+      "cc -std=gnu11 -Wall -o '$work/repro' '$carry/shrink/repro.c' -I'$carry/openmpi/include' -I'$cuda_inc' -I'$nccl_h' '$carry/lib/libmpi.so.40' '$libnccl' '$libcuda'"; then
+    repro=$work/repro
+  else
+    say "  note: repro.c not built here (no compiler, nccl.h, cuda.h or library found); the binary built at prepare time runs"
+  fi
+  step "shrink repro: real NCCL refuses the send as recorded" 60 \
+    "'$repro' >'$work/repro.out' 2>&1; rc=\$?; cat '$work/repro.out'; [ \$rc -eq 1 ] && grep -q 'ncclSend: invalid argument' '$work/repro.out'"
+  step "shrink repro: recorded, check names the same error" 60 \
+    "'$R' record -o '$work/repro-trace' -- '$repro'; '$R' check --json '$work/repro-trace' >'$work/repro.json'; '$R' check --json '$carry/shrink' >'$work/shrunk.json'; python3 -c 'import json, sys; a, b = (json.load(open(p))[\"findings\"][0] for p in sys.argv[1:]); print(a[\"title\"]); sys.exit(0 if (a[\"kind\"], a[\"op\"], a[\"data\"].get(\"code\")) == (b[\"kind\"], b[\"op\"], b[\"data\"].get(\"code\")) == (\"error\", \"ncclSend\", b[\"data\"].get(\"code\")) else 1)' '$work/repro.json' '$work/shrunk.json'"
+else
+  say "  note: no .device/shrink/repro.c (prepare_device.sh could not shrink without the host NCCL stand-in)"
+fi
 
 # 3. PyTorch DDP at world size 1, started as torchrun would start it.
 export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517

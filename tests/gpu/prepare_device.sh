@@ -9,9 +9,11 @@
 # tests, then copies them, stripped, into OUT_DIR (default .device, which git
 # ignores) in the layout of a build tree, with the shared libraries they need
 # beyond the C and C++ runtimes, CUDA and NCCL (lib/) and Open MPI's
-# components and help files (openmpi/), so that the programs run there as MPI
-# singletons without an Open MPI installation. Prints the size, which must
-# stay under the 64 MiB a device run carries.
+# components, help files and C headers (openmpi/), so that the programs run
+# there as MPI singletons without an Open MPI installation. With the host NCCL
+# stand-in it also records and shrinks an NCCL job into shrink/ (the reduced
+# trace and its repro.c, built too). Prints the size, which must stay under the
+# 64 MiB a device run carries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
@@ -21,6 +23,13 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPLAY_WITH_CUDA=ON >/dev/null
 fi
 targets=(replay_cli replay_drive replay_interpose nccl_train nccl_allreduce_sweep gpu_nccl_gpu_test)
+# The host NCCL stand-in and a program on it, to prepare a `replay shrink` repro (below).
+stand_in=0
+all_targets=$(cmake --build "$build" --target help)  # whole, before grep -q (pipefail)
+if grep -q nccl_device_program <<<"$all_targets"; then
+  targets+=(nccl_host cuda_host nccl_device_program)
+  stand_in=1
+fi
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 rm -rf "$out"
@@ -61,6 +70,29 @@ done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
   [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
 done
+
+# A repro.c of `replay shrink` for device_check.sh: NCCL refusing a send to a
+# rank its communicator does not have, recorded at two ranks on the host
+# stand-ins and shrunk to one; with the program built here against the
+# toolkit's NCCL, for a GPU machine that cannot build it. Open MPI's C headers
+# go along, for building it there.
+if [ "$stand_in" = 1 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  shrink_work=$(mktemp -d /tmp/replay-prepare-XXXXXX)
+  "$build/replay" record -o "$shrink_work/t" -- mpirun -np 2 --oversubscribe \
+    "$build/tests/nccl_host/nccl_device_program" --steps 3 --bad-peer 1:2 >/dev/null 2>&1 || true
+  LD_LIBRARY_PATH="$build/nccl_host:$build/nccl_host/cuda" "$build/replay" shrink "$shrink_work/t" -o "$out/shrink" \
+    >"$shrink_work/shrink.log" 2>&1 || { cat "$shrink_work/shrink.log" >&2; echo "prepare_device.sh: replay shrink failed" >&2; exit 1; }
+  cuda=${CUDA_HOME:-/usr/local/cuda}
+  mpicc -o "$out/shrink/repro" "$out/shrink/repro.c" -I"$cuda/include" -L"$cuda/lib64" -L"$cuda/lib64/stubs" -lnccl -lcuda
+  strip "$out/shrink/repro"
+  mkdir -p "$out/openmpi/include"
+  mpi_inc=$(mpicc --showme:incdirs | awk '{print $1}')
+  for h in mpi.h mpi_portable_platform.h mpi-ext.h; do
+    [ -f "$mpi_inc/$h" ] && cp "$mpi_inc/$h" "$out/openmpi/include/"
+  done
+  rm -rf "$shrink_work"
+fi
 
 du -sh "$out"
 size=$(du -sm "$out" | cut -f1)

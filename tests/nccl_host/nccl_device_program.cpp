@@ -26,7 +26,10 @@
 // rank prints "rank R CUDA error E at step S" instead of its line and exits
 // with 3), --reset (after the steps, synchronise the context and reset the
 // device as cudaDeviceReset does, through the driver entry the CUDA runtime
-// would look up, then allocate again and run two more steps). Run under mpirun.
+// would look up, then allocate again and run two more steps), --bad-peer
+// RANK:STEP (that rank, at that step, first sends to a peer one past the
+// last rank: NCCL answers ncclInvalidArgument, and the rank prints "rank R
+// ncclSend: error E" and exits with 3, which ends the job). Run under mpirun.
 #include <mpi.h>
 #include <nccl.h>
 #include <dlfcn.h>
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   int launches = 0;
   int skip_rank = -1;
   long pause_us = 0;
+  int bad_rank = -1, bad_step = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -115,6 +119,8 @@ int main(int argc, char** argv) {
       launches = std::atoi(argv[++i]);
     } else if (a == "--skip-launch" && i + 1 < argc) {
       skip_rank = std::atoi(argv[++i]);
+    } else if (a == "--bad-peer" && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%d:%d", &bad_rank, &bad_step) != 2) bad_rank = -1;
     } else {
       if (rank == 0) std::fprintf(stderr, "nccl_device_program: unknown argument %s\n", a.c_str());
       MPI_Finalize();
@@ -167,6 +173,12 @@ int main(int argc, char** argv) {
     Check(cuMemcpyHtoD_v2(d_send, host.data(), bytes) == 0, rank, "cuMemcpyHtoD");
     Check(ncclAllReduce(send, sum, count, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, rank, "ncclAllReduce");
     if (rank == fault_rank && step == steps) cuda_host_fault(700);  // CUDA_ERROR_ILLEGAL_ADDRESS
+    if (rank == bad_rank && step == bad_step) {
+      const ncclResult_t rc = ncclSend(send, count, ncclFloat32, size, comm, nullptr);
+      std::printf("rank %d ncclSend: error %d\n", rank, static_cast<int>(rc));
+      std::fflush(stdout);
+      std::exit(3);
+    }
     Check(ncclGroupStart() == ncclSuccess, rank, "ncclGroupStart");
     Check(ncclSend(send, count, ncclFloat32, (rank + 1) % size, comm, nullptr) == ncclSuccess, rank, "ncclSend");
     Check(ncclRecv(ring, count, ncclFloat32, (rank + size - 1) % size, comm, nullptr) == ncclSuccess, rank,

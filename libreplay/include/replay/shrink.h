@@ -45,10 +45,16 @@ class ShrinkDriver {
     Status status;          // not ok: the drive could not run at all
     std::string trace_dir;  // the drive's own recording of itself
   };
+  // Whether a drive that is still running has already shown all it will: its
+  // ranks all wait, and its trace so far shows the finding. Asked now and then
+  // with the candidate's index in the batch and the drive's trace directory;
+  // true ends that drive as its timeout would, so that a hang costs seconds
+  // rather than the whole timeout.
+  using Settled = std::function<bool(size_t index, const std::string& trace_dir)>;
   virtual ~ShrinkDriver() = default;
   // Drives each of `trace_dirs`, several at once if it can; one outcome per
   // directory, in order.
-  virtual std::vector<Outcome> Drive(const std::vector<std::string>& trace_dirs) = 0;
+  virtual std::vector<Outcome> Drive(const std::vector<std::string>& trace_dirs, const Settled& settled) = 0;
   // How many candidates of `ranks` ranks it drives at once (>= 1).
   virtual size_t Parallel(size_t ranks) const = 0;
   // Whether it re-issues NCCL calls as NCCL calls; when not (NCCL's semantics
@@ -76,6 +82,9 @@ struct ShrinkOptions {
   std::string work_dir;
   // Called at the start and after each accepted reduction.
   std::function<void(const ShrinkStep&)> progress;
+  // When set, called with a line on each candidate: its size and why it was
+  // kept or not.
+  std::function<void(const std::string&)> log;
 };
 
 // The size of a job, before or after.

@@ -93,23 +93,40 @@ FindingKey KeyOf(const Finding& f, const std::vector<int32_t>& origin) {
   return k;
 }
 
-bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set<int32_t>& kept, CallMatch match) {
-  if (target.kind != got.kind || target.field != got.field || target.error != got.error) return false;
-  if (match == CallMatch::kApi) {
-    if (target.op != got.op || target.comm != got.comm) return false;
-  } else if (OperationOf(target.op) != OperationOf(got.op)) {
+bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set<int32_t>& kept, CallMatch match,
+                 std::string* why) {
+  auto differs = [&](const std::string& what) {
+    if (why != nullptr) *why = what;
     return false;
+  };
+  if (target.kind != got.kind) return differs("another kind of finding");
+  if (target.field != got.field) return differs("another field differs (" + got.field + ")");
+  if (target.error != got.error) return differs("another error (" + got.error + ")");
+  if (match == CallMatch::kApi) {
+    if (target.op != got.op) return differs("another call (" + got.op + ")");
+    if (target.comm != got.comm) return differs("another communicator (" + got.comm + ")");
+  } else if (OperationOf(target.op) != OperationOf(got.op)) {
+    return differs("another operation (" + got.op + ")");
   }
   std::set<int32_t> expected;
   for (int32_t r : target.ranks) {
     if (kept.count(r) != 0) expected.insert(r);
   }
-  if (expected.empty() || got.ranks != expected) return false;
-  if (!std::includes(target.stuck.begin(), target.stuck.end(), got.stuck.begin(), got.stuck.end())) return false;
+  if (expected.empty()) return differs("none of the ranks at fault is left");
+  if (got.ranks != expected) return differs("other ranks at fault");
+  // A hang is the same when the same ranks wait in the same calls; what a
+  // mismatch or an error then does to the ranks is the library's business.
+  const bool hang = target.kind == FindingKind::kMissingRanks || target.kind == FindingKind::kNeverCompleted ||
+                    target.kind == FindingKind::kUnmatchedP2p;
+  if (hang && !std::includes(target.stuck.begin(), target.stuck.end(), got.stuck.begin(), got.stuck.end())) {
+    return differs("other ranks wait");
+  }
   for (const auto& [r, where] : got.blocked_in) {
     auto it = target.blocked_in.find(r);
-    if (it == target.blocked_in.end()) return false;
-    if (match == CallMatch::kApi && it->second != where) return false;
+    if (it == target.blocked_in.end()) return differs("another rank is missing");
+    if (match == CallMatch::kApi && it->second != where) {
+      return differs("recorded rank " + std::to_string(r) + " waits elsewhere (" + where + ")");
+    }
   }
   return true;
 }
@@ -121,7 +138,15 @@ bool DrivableKind(FindingKind kind) {
 
 const Finding* PickFinding(const CheckReport& report, const std::string& keep) {
   for (const Finding& f : report.findings) {
-    if (keep.empty() ? DrivableKind(f.kind) : FindingKindName(f.kind) == keep) return &f;
+    if (!keep.empty()) {
+      if (FindingKindName(f.kind) == keep) return &f;
+      continue;
+    }
+    // MPI_Abort is the program giving up, not a fault of the library: what
+    // made it give up comes first.
+    if (DrivableKind(f.kind) && !(f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false))) {
+      return &f;
+    }
   }
   return nullptr;
 }
@@ -138,10 +163,13 @@ const Finding* MatchingFinding(const CheckReport& report, const std::string& kee
     return nullptr;
   }
   const std::set<int32_t> kept(origin.begin(), origin.end());
+  std::string first_why;
   for (const Finding& f : report.findings) {
-    if (f.kind == target.kind && SameFinding(target, KeyOf(f, origin), kept, match)) return &f;
+    std::string d;
+    if (f.kind == target.kind && SameFinding(target, KeyOf(f, origin), kept, match, &d)) return &f;
+    if (&f == first) first_why = d;
   }
-  *why = "another finding: " + first->title;
+  *why = first_why + ": " + first->title;
   return nullptr;
 }
 

@@ -44,15 +44,18 @@ enum class CallMatch { kApi, kOperation };
 
 // Whether `got`, from a job that kept the recording's ranks `kept`, is the
 // finding `target`: same kind, call, communicator, field or error; its ranks
-// at fault those of the target that were kept (at least one); its waiting
-// ranks among the target's, each missing rank waiting where it did.
-bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set<int32_t>& kept, CallMatch match);
+// at fault those of the target that were kept (at least one); for a hang,
+// its waiting ranks among the target's, each missing rank waiting where it did.
+// When not, `why` (if given) says what differs.
+bool SameFinding(const FindingKey& target, const FindingKey& got, const std::set<int32_t>& kept, CallMatch match,
+                 std::string* why = nullptr);
 
 // Kinds a re-issued job can show: a hang, a mismatch, an error.
 bool DrivableKind(FindingKind kind);
 
 // The finding of `report` a reduction keeps: the first of kind `keep` when
-// given (FindingKindName), else the first of a drivable kind; null if none.
+// given (FindingKindName), else the first of a drivable kind that is not the
+// program calling MPI_Abort; null if none.
 const Finding* PickFinding(const CheckReport& report, const std::string& keep);
 
 // The finding of `report` (from a job whose rank i is the recording's

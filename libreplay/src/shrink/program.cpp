@@ -208,20 +208,22 @@ int Program::Size(uint64_t comm) const {
   return it == comms_.end() ? 0 : static_cast<int>(it->second.members.size());
 }
 
-int64_t Program::Divisor(const Unit& u) const {
-  int64_t g = 0;
+void Program::Counts(const Unit& u, std::set<int64_t>* out) const {
   auto take = [&](int64_t v) {
-    if (v > 0) g = std::gcd(g, v);
+    if (v > 0) out->insert(v);
   };
   for (auto [ri, ci] : u.calls) {
     const Call& c = calls_[ri].calls[ci];
     const RankEvents& r = ranks_[ri];
     const Event& e = r.events[c.op];
     const OpEvent& op = e.op;
-    if (op.kind == OpKind::kCommCreate || op.kind == OpKind::kCommFree || op.kind == OpKind::kOther) continue;
+    if (op.kind == OpKind::kCommCreate || op.kind == OpKind::kCommFree || op.kind == OpKind::kOther ||
+        op.kind == OpKind::kWait) {
+      continue;
+    }
     const int n = Size(op.comm);
     if (CountTimesSize(op, IsNcclApi(r.header.ApiName(op.api)))) {
-      take(n > 0 && op.count % n == 0 ? op.count / n : 1);  // not as expected: left as recorded
+      if (n > 0 && op.count % n == 0) take(op.count / n);
     } else {
       take(op.count);
     }
@@ -233,7 +235,6 @@ int64_t Program::Divisor(const Unit& u) const {
       if (f.kind == EventKind::kCompletion) take(f.completion.recv_count);
     }
   }
-  return std::max<int64_t>(g, 1);
 }
 
 void Program::BuildUnits() {
@@ -330,7 +331,9 @@ void Program::BuildUnits() {
       }
     }
     u.creates.assign(creates.begin(), creates.end());
-    u.divisor = Divisor(u);
+    std::set<int64_t> counts;
+    Counts(u, &counts);
+    u.scalable = !counts.empty() && *counts.rbegin() > 1;
   }
   std::stable_sort(drafts.begin(), drafts.end(), [](const Draft& a, const Draft& b) {
     return std::tie(a.unit.position, a.first_flat) < std::tie(b.unit.position, b.first_flat);
@@ -371,9 +374,11 @@ Candidate Program::Materialize(const Selection& sel) const {
     }
   }
   auto known = [&](uint64_t comm) { return Size(comm) > 0; };
-  // Communicator rank `r` of `comm` now, or -1 when that rank is gone.
+  // Communicator rank `r` of `comm` now, or -1 when that rank is gone. A
+  // rank the communicator never had (a call that named a wrong peer or root)
+  // stays as it was: no smaller communicator has it either.
   auto remap = [&](uint64_t comm, int32_t r) -> int32_t {
-    if (r < 0 || all_ranks) return r;
+    if (r < 0 || all_ranks || (Size(comm) > 0 && r >= Size(comm))) return r;
     const int32_t w = WorldOf(comm, r);
     if (!kept_world(w)) return -1;
     const std::vector<int32_t>& m = members[comm];
@@ -403,7 +408,8 @@ Candidate Program::Materialize(const Selection& sel) const {
         if (op.kind == OpKind::kSendrecv && op.recv_peer >= 0 && remap(op.comm, op.recv_peer) < 0) broken = true;
         for (size_t j : calls_[ri].calls[ci].events) {
           const Event& f = ranks_[ri].events[j];
-          const int32_t s = f.kind == EventKind::kReturn       ? f.ret.source
+          const int32_t s = !IsRecvSide(op.kind)                ? -1
+                            : f.kind == EventKind::kReturn       ? f.ret.source
                             : f.kind == EventKind::kCompletion ? f.completion.source
                                                                : -1;
           if (s >= 0 && remap(op.comm, s) < 0) broken = true;
@@ -414,10 +420,14 @@ Candidate Program::Materialize(const Selection& sel) const {
     }
     possible[u] = on_kept && !broken;
   }
+  // Communicators are there from the start unless a unit creates them: the
+  // world, self, and any the trace does not show created.
   std::vector<bool> live(units_.size(), false);
+  std::set<uint64_t> made_here;
+  for (const Unit& u : units_) made_here.insert(u.creates.begin(), u.creates.end());
   std::set<uint64_t> available = {0};
-  for (const auto& [id, c] : comms_) {
-    if (c.world || c.self) available.insert(id);
+  for (const Unit& u : units_) {
+    if (made_here.count(u.comm) == 0) available.insert(u.comm);
   }
   for (bool grew = true; grew;) {
     grew = false;
@@ -430,6 +440,17 @@ Candidate Program::Materialize(const Selection& sel) const {
   }
 
   out.live = live;
+  // Smaller counts: a count of a scaled unit becomes its place among the
+  // counts of the job, so that it stays equal to or larger than any other.
+  std::map<int64_t, int64_t> compact;
+  {
+    std::set<int64_t> counts;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (live[u]) Counts(units_[u], &counts);
+    }
+    int64_t place = 0;
+    for (int64_t v : counts) compact[v] = ++place;
+  }
   std::set<uint64_t> created;
   for (size_t ri = 0; ri < ranks_.size(); ++ri) {
     if (!sel.ranks[ri]) continue;
@@ -531,10 +552,11 @@ Candidate Program::Materialize(const Selection& sel) const {
       const OpEvent* op =
           call != nullptr && r.events[call->op].kind == EventKind::kOp ? &r.events[call->op].op : nullptr;
       const bool nccl = op != nullptr && IsNcclApi(r.header.ApiName(op->api));
-      const int64_t divisor = call != nullptr && call->role == Call::kUnit && sel.scaled[call->unit]
-                                  ? units_[call->unit].divisor
-                                  : 1;
-      auto scale = [&](int64_t v) { return v > 0 ? v / divisor : v; };
+      const bool scaled = call != nullptr && call->role == Call::kUnit && sel.scaled[call->unit];
+      auto scale = [&](int64_t v) -> int64_t {
+        auto it = compact.find(v);
+        return scaled && v > 0 && it != compact.end() ? it->second : v;
+      };
       switch (e.kind) {
         case EventKind::kOp: {
           OpEvent& o = e.op;
@@ -618,7 +640,7 @@ Candidate Program::Materialize(const Selection& sel) const {
         case EventKind::kCompletion: {
           CompletionEvent& t = e.completion;
           t.seq = coll_seq(t.comm, t.seq);
-          if (t.source >= 0) {
+          if (op != nullptr && IsRecvSide(op->kind) && t.source >= 0) {
             t.peer_seq = msg_seq(t.comm, t.source, false, t.peer_seq);
             t.source = remap(t.comm, t.source);
           } else if (op != nullptr && IsMessage(op->kind)) {

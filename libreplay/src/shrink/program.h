@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,16 +51,19 @@ struct Unit {
   // What it does, the same for the same call of another iteration: API,
   // communicator, and for messages the two world ranks.
   std::string shape;
-  // The largest number all its counts divide by (per rank, for counts that
-  // grow with the communicator); > 1 when its counts can be made smaller.
-  int64_t divisor = 1;
+  // Whether it has counts that can be made smaller (one above 1).
+  bool scalable = false;
 };
 
 // What to keep. Sizes are those of the program's ranks and units.
 struct Selection {
   std::vector<bool> ranks;
   std::vector<bool> units;
-  std::vector<bool> scaled;  // units whose counts are divided by their divisor
+  // Units whose counts are made smaller: each count of a scaled unit (per
+  // rank, for counts that grow with the communicator) becomes its place among
+  // all the distinct counts of the job, 1, 2, 3, ..., so that counts equal
+  // anywhere stay equal and larger ones stay larger.
+  std::vector<bool> scaled;
 };
 
 // A reduced job, ready to be written as a trace or as a program.
@@ -118,7 +122,8 @@ class Program {
   int32_t WorldOf(uint64_t comm, int32_t r) const;
   // Members of `comm` in the recording; 0 when not known.
   int Size(uint64_t comm) const;
-  int64_t Divisor(const Unit& unit) const;
+  // Its counts, per rank (as Selection::scaled says), into `out`.
+  void Counts(const Unit& unit, std::set<int64_t>* out) const;
 
   JobManifest manifest_;
   std::vector<RankEvents> ranks_;

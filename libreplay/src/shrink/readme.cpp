@@ -24,9 +24,9 @@ std::string Join(const std::vector<int32_t>& v) {
 bool Matters(const std::string& key) {
   static const char* const kPrefixes[] = {"NCCL_", "UCX_", "FI_", "I_MPI_", "MV2_", "TORCH_NCCL_", "CUDA_",
                                           "OMPI_MCA_"};
-  static const char* const kBookkeeping[] = {"OMPI_MCA_orte_", "OMPI_MCA_ess_", "OMPI_MCA_pmix", "OMPI_MCA_mca_base_env_list",
-                                             "OMPI_MCA_initial_wdir", "OMPI_MCA_shmem_RUNTIME", "OMPI_MCA_ompi_",
-                                             "OMPI_MCA_opal_", "OMPI_MCA_mpi_oversubscribe", "OMPI_MCA_rmaps_"};
+  static const char* const kBookkeeping[] = {
+      "OMPI_MCA_orte_",  "OMPI_MCA_ess_",  "OMPI_MCA_pmix",  "OMPI_MCA_mca_base_env_list", "OMPI_MCA_initial_wdir",
+      "OMPI_MCA_shmem_RUNTIME", "OMPI_MCA_ompi_", "OMPI_MCA_opal_", "OMPI_MCA_mpi_oversubscribe", "OMPI_MCA_rmaps_"};
   bool match = false;
   for (const char* p : kPrefixes) match = match || key.rfind(p, 0) == 0;
   for (const char* p : kBookkeeping) match = match && key.rfind(p, 0) != 0;

@@ -1,14 +1,15 @@
 // ReproProgram (replay/shrink.h): a trace's calls as a standalone C program.
 //
-// Each rank's calls become one C function, made in recorded order: the
-// communicators created as recorded (dup, split with the recorded colour and
-// the rank each member got as key, NCCL communicators from a unique id or
-// ncclCommSplit), collectives and messages with the recorded counts, types,
-// reductions, roots, peers and tags, non-blocking calls and the waits that
-// complete them, NCCL groups. Data is synthetic; a receive that matched a
-// wildcard names the sender it matched. Ranks whose calls are the same share
-// a function. The program needs MPI (and for NCCL calls CUDA's driver API
-// and NCCL), nothing of replay.
+// Each rank's calls become one C function, one line per call, in recorded
+// order: the communicators created as recorded (dup, split with the recorded
+// colour and the rank each member got as key, NCCL communicators from a
+// unique id or by ncclCommSplit), collectives and messages with the recorded
+// counts, types, reductions, roots, peers and tags through the functions of
+// repro_library.h, non-blocking calls and the waits that complete them, NCCL
+// groups. Data is synthetic; a receive that matched a wildcard names the
+// sender it matched. Ranks whose calls are the same share a function. The
+// program needs MPI (and for NCCL calls CUDA's driver API and NCCL), nothing
+// of replay.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -22,6 +23,7 @@
 #include "replay/shrink.h"
 #include "shrink/finding_key.h"
 #include "shrink/program.h"
+#include "shrink/repro_library.h"
 
 namespace replay {
 namespace {
@@ -49,16 +51,6 @@ std::string MpiType(DataType t, uint32_t size, int64_t* count) {
       // Derived and other types travel as their bytes.
       if (size > 1 && count != nullptr) *count *= size;
       return "MPI_BYTE";
-  }
-}
-
-size_t MpiTypeSize(DataType t, uint32_t size) {
-  switch (t) {
-    case DataType::kPair: return size == 8 ? 8 : 16;
-    case DataType::kUnknown:
-    case DataType::kDerived:
-    case DataType::kByte: return 1;
-    default: return std::max<uint32_t>(size, 1);
   }
 }
 
@@ -111,11 +103,13 @@ std::string Num(int64_t v) { return std::to_string(v); }
 
 // A communicator as the program names it.
 struct CommInfo {
-  std::string var;                // "c3", or MPI_COMM_WORLD / MPI_COMM_SELF
+  std::string var;               // "c3", MPI_COMM_WORLD or MPI_COMM_SELF
   bool nccl = false;
-  std::vector<int32_t> members;   // world ranks in communicator order
-  std::string what;               // "MPI_Comm_dup(MPI_COMM_WORLD)": how it was made, for a comment
+  std::vector<int32_t> members;  // world ranks in communicator order
 };
+
+std::string Peer(int32_t p) { return p == kAnySource ? std::string("MPI_ANY_SOURCE") : Num(p); }
+std::string Tag(int32_t t) { return t == kAnyTag ? std::string("MPI_ANY_TAG") : Num(t); }
 
 class ReproWriter {
  public:
@@ -125,21 +119,30 @@ class ReproWriter {
  private:
   void IndexComms();
   std::string RankBody(size_t r);
-  void Op(const shrink::RankEvents& r, size_t i, std::ostringstream& out, const std::string& indent);
+  // The line(s) of the call at event `i`, or "" for an event that is no call.
+  std::string Line(const shrink::RankEvents& r, size_t i);
+  std::string Create(const shrink::RankEvents& r, size_t i);
+  std::string MpiCall(const shrink::RankEvents& r, size_t i);
+  std::string NcclCall(const shrink::RankEvents& r, size_t i);
   const Event* After(const shrink::RankEvents& r, size_t i, EventKind kind) const;
   std::string CommVar(uint64_t id) const {
     auto it = comms_.find(id);
-    return it == comms_.end() ? "MPI_COMM_NULL /* a communicator the trace does not show created */" : it->second.var;
+    return it == comms_.end() ? "MPI_COMM_NULL /* not created in the trace */" : it->second.var;
+  }
+  // `name(args)` through the library function `name`.
+  std::string Use(const std::string& name, const std::string& args) {
+    used_.insert(name);
+    return name + "(" + args + ");";
   }
 
   std::vector<shrink::RankEvents> ranks_;
   std::map<uint64_t, CommInfo> comms_;
+  std::set<std::string> used_;  // library functions called
   bool nccl_ = false;
-  // Per rank while writing it.
-  std::map<uint64_t, int> requests_;            // request id -> rq[] index
-  std::map<uint64_t, std::string> req_buffers_; // request id -> buffers to free after its wait
-  int group_depth_ = 0;
+  // Per rank, while its body is written.
+  std::map<uint64_t, int> requests_;  // request id -> rq[] index
   int rank_ = 0;
+  bool none_ = false;                 // a split that gave this rank no communicator
 };
 
 const Event* ReproWriter::After(const shrink::RankEvents& r, size_t i, EventKind kind) const {
@@ -154,21 +157,16 @@ const Event* ReproWriter::After(const shrink::RankEvents& r, size_t i, EventKind
 void ReproWriter::IndexComms() {
   int next = 1;
   for (const shrink::RankEvents& r : ranks_) {
-    for (size_t i = 0; i < r.events.size(); ++i) {
-      const Event& e = r.events[i];
+    for (const Event& e : r.events) {
+      if (e.kind == EventKind::kOp && IsNcclApi(r.header.ApiName(e.op.api))) nccl_ = true;
       if (e.kind != EventKind::kCommCreate) continue;
       const CommCreateEvent& c = e.comm_create;
       CommInfo& info = comms_[c.comm];
       if (info.var.empty()) {
-        if (c.flags & comm_flags::kWorld) {
-          info.var = "MPI_COMM_WORLD";
-        } else if (c.flags & comm_flags::kSelf) {
-          info.var = "MPI_COMM_SELF";
-        } else {
-          info.var = "c" + std::to_string(next++);
-        }
+        info.var = (c.flags & comm_flags::kWorld)  ? "MPI_COMM_WORLD"
+                   : (c.flags & comm_flags::kSelf) ? "MPI_COMM_SELF"
+                                                   : "c" + std::to_string(next++);
         info.nccl = IsNcclApi(r.header.ApiName(c.api));
-        info.what = r.header.ApiName(c.api);
       }
       if (!e.list.empty()) {
         info.members.assign(e.list.begin(), e.list.end());
@@ -180,328 +178,165 @@ void ReproWriter::IndexComms() {
   }
 }
 
-void ReproWriter::Op(const shrink::RankEvents& r, size_t i, std::ostringstream& out, const std::string& in) {
-  const Event& e = r.events[i];
-  const std::string me = Num(rank_);
-  if (e.kind == EventKind::kGroup) {
-    const std::string api = r.header.ApiName(e.group.api);
-    if (!e.group.is_end) {
-      out << in << "nccl_check(ncclGroupStart(), \"ncclGroupStart\");\n";
-      ++group_depth_;
-    } else {
-      out << in << "nccl_check(ncclGroupEnd(), \"ncclGroupEnd\");\n";
-      if (group_depth_ > 0) --group_depth_;
-      if (group_depth_ == 0) out << in << "synchronize();\n";
+std::string ReproWriter::Create(const shrink::RankEvents& r, size_t i) {
+  const OpEvent& op = r.events[i].op;
+  const std::string api = r.header.ApiName(op.api);
+  const Event* created = After(r, i, EventKind::kCommCreate);
+  const std::string parent = CommVar(op.comm);
+  if (IsNcclApi(api)) {
+    if (api == "ncclCommSplit") {
+      if (created == nullptr) {
+        return "{ ncclComm_t none; nccl_check(ncclCommSplit(" + parent +
+               ", NCCL_SPLIT_NOCOLOR, 0, &none, NULL), \"ncclCommSplit\"); }";
+      }
+      return "nccl_check(ncclCommSplit(" + parent + ", " + Num(created->comm_create.color) + ", " +
+             Num(created->comm_create.rank) + ", &" + comms_.at(created->comm_create.comm).var +
+             ", NULL), \"ncclCommSplit\");";
     }
-    return;
+    if (created == nullptr || api == "ncclCommShrink" || api == "ncclCommInitAll") {
+      return "/* " + api + ": not made here */";
+    }
+    // From a unique id its first member makes and sends to the others.
+    used_.insert("nccl_check");
+    const CommInfo& c = comms_.at(created->comm_create.comm);
+    const std::string tag = Num(1000 + std::stoi(c.var.substr(1)));
+    std::string out = "{\n    ncclUniqueId id;\n";
+    if (created->comm_create.rank == 0) {
+      out += "    nccl_check(ncclGetUniqueId(&id), \"ncclGetUniqueId\");\n";
+      for (size_t k = 1; k < c.members.size(); ++k) {
+        out += "    MPI_Send(&id, sizeof id, MPI_BYTE, " + Num(c.members[k]) + ", " + tag + ", MPI_COMM_WORLD);\n";
+      }
+    } else {
+      out += "    MPI_Recv(&id, sizeof id, MPI_BYTE, " + Num(c.members.empty() ? 0 : c.members.front()) + ", " + tag +
+             ", MPI_COMM_WORLD, MPI_STATUS_IGNORE);\n";
+    }
+    return out + "    nccl_check(ncclCommInitRank(&" + c.var + ", " + Num(static_cast<int64_t>(c.members.size())) +
+           ", id, " + Num(created->comm_create.rank) + "), \"ncclCommInitRank\");\n  }";
   }
-  if (e.kind != EventKind::kOp) return;
+  used_.insert("mpi_check");
+  std::string target = "&none";
+  if (created != nullptr) {
+    target = "&" + comms_.at(created->comm_create.comm).var;
+  } else {
+    none_ = true;
+  }
+  const std::string key = created != nullptr ? Num(created->comm_create.rank) : std::string("0");
+  if (api == "MPI_Comm_dup" || api == "MPI_Comm_idup" || api == "MPI_Comm_dup_with_info" ||
+      api == "MPI_Comm_idup_with_info") {
+    return "mpi_check(MPI_Comm_dup(" + parent + ", " + target + "), \"MPI_Comm_dup\");";
+  }
+  if (api == "MPI_Comm_split_type") {
+    const std::string type = created != nullptr ? Num(created->comm_create.color) : std::string("MPI_UNDEFINED");
+    return "mpi_check(MPI_Comm_split_type(" + parent + ", " + type + ", " + key + ", MPI_INFO_NULL, " + target +
+           "), \"MPI_Comm_split_type\");";
+  }
+  // A split, and any other creation as the split that gives the same members.
+  std::string color = "MPI_UNDEFINED";
+  if (created != nullptr) {
+    color = api == "MPI_Comm_split" && created->comm_create.color >= 0
+                ? Num(created->comm_create.color)
+                : Num(static_cast<int64_t>(created->comm_create.comm & 0x3fffffff));
+  }
+  const std::string note = api == "MPI_Comm_split" ? "" : "/* " + api + ", as the split that gives its members */\n  ";
+  return note + "mpi_check(MPI_Comm_split(" + parent + ", " + color + ", " + key + ", " + target +
+         "), \"MPI_Comm_split\");";
+}
+
+std::string ReproWriter::NcclCall(const shrink::RankEvents& r, size_t i) {
+  const OpEvent& op = r.events[i].op;
+  const std::string api = r.header.ApiName(op.api);
+  const std::string c = Num(std::max<int64_t>(op.count, 0)), t = NcclType(op.dtype), cm = CommVar(op.comm);
+  switch (op.kind) {
+    case OpKind::kAllreduce: return Use("nccl_allreduce", c + ", " + t + ", " + NcclOp(op.redop) + ", " + cm);
+    case OpKind::kBcast: return Use("nccl_broadcast", c + ", " + t + ", " + Num(op.root) + ", " + cm);
+    case OpKind::kReduce:
+      return Use("nccl_reduce", c + ", " + t + ", " + NcclOp(op.redop) + ", " + Num(op.root) + ", " + cm);
+    case OpKind::kAllgather: return Use("nccl_allgather", c + ", " + t + ", " + cm);
+    case OpKind::kReduceScatterBlock:
+      return Use("nccl_reduce_scatter", c + ", " + t + ", " + NcclOp(op.redop) + ", " + cm);
+    case OpKind::kAlltoall: return Use("nccl_alltoall", c + ", " + t + ", " + cm);
+    case OpKind::kGather: return Use("nccl_gather", c + ", " + t + ", " + Num(op.root) + ", " + cm);
+    case OpKind::kScatter: return Use("nccl_scatter", c + ", " + t + ", " + Num(op.root) + ", " + cm);
+    case OpKind::kSend: return Use("nccl_send", c + ", " + t + ", " + Num(op.peer) + ", " + cm);
+    case OpKind::kRecv: return Use("nccl_recv", c + ", " + t + ", " + Num(op.peer) + ", " + cm);
+    case OpKind::kCommFree:
+      used_.insert("nccl_check");
+      return "nccl_check(" + api + "(" + cm + "), \"" + api + "\");";
+    default: return "/* " + api + ": not made here */";
+  }
+}
+
+std::string ReproWriter::MpiCall(const shrink::RankEvents& r, size_t i) {
+  const Event& e = r.events[i];
   const OpEvent& op = e.op;
   const std::string api = r.header.ApiName(op.api);
-  const bool nccl = IsNcclApi(api);
-  const CommInfo* comm = comms_.count(op.comm) ? &comms_.at(op.comm) : nullptr;
-  const int n = comm != nullptr ? static_cast<int>(comm->members.size()) : 0;
-  const Event* created = After(r, i, EventKind::kCommCreate);
-  const Event* ret = After(r, i, EventKind::kReturn);
-
-  // Communicators.
-  if (op.kind == OpKind::kCommCreate) {
-    const std::string parent = CommVar(op.comm);
-    if (nccl) {
-      if (created == nullptr) {
-        if (api == "ncclCommSplit") {
-          out << in << "{ ncclComm_t none; nccl_check(ncclCommSplit(" << parent << ", NCCL_SPLIT_NOCOLOR, 0, &none, NULL), \"ncclCommSplit\"); }\n";
-        } else {
-          out << in << "/* " << api << ": no communicator recorded; not made */\n";
-        }
-        return;
-      }
-      const CommInfo& c = comms_.at(created->comm_create.comm);
-      if (api == "ncclCommSplit") {
-        out << in << "nccl_check(ncclCommSplit(" << parent << ", " << created->comm_create.color << ", "
-            << created->comm_create.rank << ", &" << c.var << ", NULL), \"ncclCommSplit\");\n";
-        return;
-      }
-      if (api == "ncclCommShrink" || api == "ncclCommInitAll") {
-        out << in << "/* " << api << ": not reproduced */\n";
-        return;
-      }
-      // From a unique id its first member makes and sends to the others.
-      const int32_t first = c.members.empty() ? 0 : c.members.front();
-      const std::string tag = Num(1000 + std::stoi(c.var.substr(1)));
-      out << in << "{\n" << in << "  ncclUniqueId id;\n";
-      if (created->comm_create.rank == 0) {
-        out << in << "  nccl_check(ncclGetUniqueId(&id), \"ncclGetUniqueId\");\n";
-        for (size_t k = 1; k < c.members.size(); ++k) {
-          out << in << "  MPI_Send(&id, sizeof id, MPI_BYTE, " << c.members[k] << ", " << tag
-              << ", MPI_COMM_WORLD);\n";
-        }
-      } else {
-        out << in << "  MPI_Recv(&id, sizeof id, MPI_BYTE, " << first << ", " << tag
-            << ", MPI_COMM_WORLD, MPI_STATUS_IGNORE);\n";
-      }
-      out << in << "  nccl_check(ncclCommInitRank(&" << c.var << ", " << c.members.size() << ", id, "
-          << created->comm_create.rank << "), \"ncclCommInitRank\");\n"
-          << in << "}\n";
-      return;
-    }
-    const std::string target = created != nullptr ? "&" + comms_.at(created->comm_create.comm).var : "&none";
-    if (api == "MPI_Comm_dup" || api == "MPI_Comm_idup" || api == "MPI_Comm_dup_with_info" ||
-        api == "MPI_Comm_idup_with_info") {
-      out << in << "mpi_check(MPI_Comm_dup(" << parent << ", " << target << "), \"MPI_Comm_dup\");\n";
-    } else if (api == "MPI_Comm_split_type") {
-      out << in << "mpi_check(MPI_Comm_split_type(" << parent << ", "
-          << (created != nullptr ? Num(created->comm_create.color) : std::string("MPI_UNDEFINED")) << ", "
-          << (created != nullptr ? Num(created->comm_create.rank) : std::string("0"))
-          << ", MPI_INFO_NULL, " << target << "), \"MPI_Comm_split_type\");\n";
-    } else {
-      // A split, and any other creation as the split that gives the same members.
-      std::string color = "MPI_UNDEFINED";
-      if (created != nullptr) {
-        color = api == "MPI_Comm_split" && created->comm_create.color >= 0
-                    ? Num(created->comm_create.color)
-                    : Num(static_cast<int64_t>(created->comm_create.comm & 0x3fffffff));
-      }
-      if (api != "MPI_Comm_split") out << in << "/* " << api << ", made as the split that gives its members */\n";
-      out << in << "mpi_check(MPI_Comm_split(" << parent << ", " << color << ", "
-          << (created != nullptr ? Num(created->comm_create.rank) : std::string("0")) << ", " << target
-          << "), \"MPI_Comm_split\");\n";
-    }
-    return;
-  }
-  if (op.kind == OpKind::kCommFree) {
-    if (nccl) {
-      out << in << "nccl_check(" << api << "(" << CommVar(op.comm) << "), \"" << api << "\");\n";
-    } else {
-      out << in << "mpi_check(MPI_Comm_free(&" << CommVar(op.comm) << "), \"MPI_Comm_free\");\n";
-    }
-    return;
-  }
-  if (op.kind == OpKind::kInit || op.kind == OpKind::kFinalize) return;  // main() makes them
-  if (op.kind == OpKind::kAbort) {
-    out << in << "MPI_Abort(MPI_COMM_WORLD, " << op.count << ");\n";
-    return;
-  }
-  if (op.kind == OpKind::kWait) {
-    std::vector<std::string> reqs;
-    std::string frees;
-    for (int64_t id : e.list) {
-      auto it = requests_.find(static_cast<uint64_t>(id));
-      if (it == requests_.end()) continue;
-      reqs.push_back("rq[" + Num(it->second) + "]");
-      frees += req_buffers_[static_cast<uint64_t>(id)];
-    }
-    if (reqs.empty()) return;
-    if (api != "MPI_Wait" && api != "MPI_Waitall") out << in << "/* " << api << " */\n";
-    if (reqs.size() == 1) {
-      out << in << "mpi_check(MPI_Wait(&" << reqs[0] << ", MPI_STATUS_IGNORE), \"MPI_Wait\");\n";
-    } else {
-      out << in << "{\n" << in << "  MPI_Request all[] = {";
-      for (size_t k = 0; k < reqs.size(); ++k) out << (k ? ", " : "") << reqs[k];
-      out << "};\n" << in << "  mpi_check(MPI_Waitall(" << reqs.size() << ", all, MPI_STATUSES_IGNORE), \"MPI_Waitall\");\n"
-          << in << "}\n";
-    }
-    if (!frees.empty()) out << in << frees << "\n";
-    return;
-  }
-
-  if (nccl) {
-    const std::string type = NcclType(op.dtype);
-    const size_t unit = std::max<uint32_t>(op.dtype_size, 1);
-    const int64_t c = std::max<int64_t>(op.count, 0);
-    const bool is_root = op.root >= 0 && comm != nullptr && op.root < n && comm->members[static_cast<size_t>(op.root)] == rank_;
-    int64_t send = c, recv = c;
-    switch (op.kind) {
-      case OpKind::kAllgather: recv = c * std::max(n, 1); break;
-      case OpKind::kReduceScatterBlock: send = c * std::max(n, 1); break;
-      case OpKind::kAlltoall: send = recv = c * std::max(n, 1); break;
-      case OpKind::kGather: recv = is_root ? c * std::max(n, 1) : 0; break;
-      case OpKind::kScatter: send = is_root ? c * std::max(n, 1) : 0; break;
-      default: break;
-    }
-    const std::string s = "device_buffer(" + Num(send * static_cast<int64_t>(unit)) + ")";
-    const std::string rb = "device_buffer(" + Num(recv * static_cast<int64_t>(unit)) + ")";
-    const std::string cm = CommVar(op.comm);
-    std::string call;
-    switch (op.kind) {
-      case OpKind::kAllreduce:
-        call = "ncclAllReduce((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + NcclOp(op.redop) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kBcast:
-        call = "ncclBroadcast((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + Num(op.root) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kReduce:
-        call = "ncclReduce((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + NcclOp(op.redop) + ", " + Num(op.root) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kAllgather:
-        call = "ncclAllGather((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + cm + ", stream)";
-        break;
-      case OpKind::kReduceScatterBlock:
-        call = "ncclReduceScatter((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + NcclOp(op.redop) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kAlltoall:
-        call = "ncclAlltoAll((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + cm + ", stream)";
-        break;
-      case OpKind::kGather:
-        call = "ncclGather((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + Num(op.root) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kScatter:
-        call = "ncclScatter((void*)" + s + ", (void*)" + rb + ", " + Num(c) + ", " + type + ", " + Num(op.root) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kSend:
-        call = "ncclSend((void*)" + s + ", " + Num(c) + ", " + type + ", " + Num(op.peer) + ", " + cm + ", stream)";
-        break;
-      case OpKind::kRecv:
-        call = "ncclRecv((void*)" + rb + ", " + Num(c) + ", " + type + ", " + Num(op.peer) + ", " + cm + ", stream)";
-        break;
-      default:
-        out << in << "/* " << api << ": not reproduced */\n";
-        return;
-    }
-    out << in << "nccl_check(" << call << ", \"" << api << "\");\n";
-    if (group_depth_ == 0) out << in << "synchronize();\n";
-    return;
-  }
-
-  // MPI collectives and messages.
-  int64_t count = std::max<int64_t>(op.count, 0);
-  const std::string type = MpiType(op.dtype, op.dtype_size, &count);
-  const size_t tsize = MpiTypeSize(op.dtype, op.dtype_size);
-  int64_t rcount = op.recv_count > 0 ? op.recv_count : count;
   const std::string cm = CommVar(op.comm);
-  const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0 && op.request != 0;
+  const bool nb = (op.flags & op_flags::kNonBlocking) != 0 && op.request != 0;
   std::string req;
-  if (nonblocking) {
+  if (nb) {
     const int k = static_cast<int>(requests_.size());
     requests_[op.request] = k;
-    req = "&rq[" + Num(k) + "]";
+    req = ", &rq[" + Num(k) + "]";
   }
-  auto lists = [&](size_t from, int64_t* total) {
-    std::string counts = "{", displs = "{";
-    int64_t disp = 0;
+  const std::string pre = nb ? "mpi_i" : "mpi_";
+  int64_t count = std::max<int64_t>(op.count, 0);
+  const std::string t = MpiType(op.dtype, op.dtype_size, &count);
+  const std::string c = Num(count);
+  const std::string rc = Num(op.recv_count > 0 ? op.recv_count : count);
+  const CommInfo* comm = comms_.count(op.comm) ? &comms_.at(op.comm) : nullptr;
+  const int n = comm != nullptr ? static_cast<int>(comm->members.size()) : 0;
+  // Per-rank counts as a C array.
+  auto counts = [&](size_t from) {
+    std::string a = "(const int[]){";
     for (int k = 0; k < n; ++k) {
-      const int64_t v = from + static_cast<size_t>(k) < e.list.size() ? e.list[from + static_cast<size_t>(k)] : 0;
-      counts += (k ? ", " : "") + Num(v);
-      displs += (k ? ", " : "") + Num(disp);
-      disp += v;
+      const size_t at = from + static_cast<size_t>(k);
+      a += (k ? ", " : "") + Num(at < e.list.size() ? e.list[at] : 0);
     }
-    *total = disp;
-    return std::make_pair(counts + "}", displs + "}");
+    return a + "}";
   };
-  int64_t send_elems = 0, recv_elems = 0;
-  std::string call, pre;
+  const int64_t per = n > 0 ? count / n : 0;
   switch (op.kind) {
-    case OpKind::kBarrier:
-      call = nonblocking ? "MPI_Ibarrier(" + cm + ", " + req + ")" : "MPI_Barrier(" + cm + ")";
-      break;
-    case OpKind::kBcast:
-      send_elems = count;
-      call = std::string(nonblocking ? "MPI_Ibcast" : "MPI_Bcast") + "(s, " + Num(count) + ", " + type + ", " +
-             Num(op.root) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
+    case OpKind::kBarrier: return Use(pre + "barrier", cm + req);
+    case OpKind::kBcast: return Use(pre + "bcast", c + ", " + t + ", " + Num(op.root) + ", " + cm + req);
     case OpKind::kReduce:
-    case OpKind::kAllreduce:
-    case OpKind::kScan:
-    case OpKind::kExscan: {
-      send_elems = recv_elems = count;
-      const char* name = op.kind == OpKind::kReduce      ? (nonblocking ? "MPI_Ireduce" : "MPI_Reduce")
-                         : op.kind == OpKind::kAllreduce ? (nonblocking ? "MPI_Iallreduce" : "MPI_Allreduce")
-                         : op.kind == OpKind::kScan      ? (nonblocking ? "MPI_Iscan" : "MPI_Scan")
-                                                         : (nonblocking ? "MPI_Iexscan" : "MPI_Exscan");
-      call = std::string(name) + "(s, r, " + Num(count) + ", " + type + ", " + MpiOp(op.redop) + ", " +
-             (op.kind == OpKind::kReduce ? Num(op.root) + ", " : "") + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
-    }
+      return Use(pre + "reduce", c + ", " + t + ", " + MpiOp(op.redop) + ", " + Num(op.root) + ", " + cm + req);
+    case OpKind::kAllreduce: return Use(pre + "allreduce", c + ", " + t + ", " + MpiOp(op.redop) + ", " + cm + req);
+    case OpKind::kScan: return Use(pre + "scan", c + ", " + t + ", " + MpiOp(op.redop) + ", " + cm + req);
+    case OpKind::kExscan: return Use(pre + "exscan", c + ", " + t + ", " + MpiOp(op.redop) + ", " + cm + req);
     case OpKind::kGather:
-    case OpKind::kAllgather: {
-      send_elems = count;
-      recv_elems = rcount * std::max(n, 1);
-      const bool gather = op.kind == OpKind::kGather;
-      call = std::string(gather ? (nonblocking ? "MPI_Igather" : "MPI_Gather")
-                                : (nonblocking ? "MPI_Iallgather" : "MPI_Allgather")) +
-             "(s, " + Num(count) + ", " + type + ", r, " + Num(rcount) + ", " + type + ", " +
-             (gather ? Num(op.root) + ", " : "") + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
-    }
+      return Use(pre + "gather", c + ", " + t + ", " + rc + ", " + Num(op.root) + ", " + cm + req);
+    case OpKind::kAllgather: return Use(pre + "allgather", c + ", " + t + ", " + rc + ", " + cm + req);
     case OpKind::kScatter: {
-      const int64_t per = op.recv_count > 0 ? op.recv_count : (n > 0 ? count / n : 0);
-      send_elems = per * std::max(n, 1);
-      recv_elems = per;
-      call = std::string(nonblocking ? "MPI_Iscatter" : "MPI_Scatter") + "(s, " + Num(per) + ", " + type + ", r, " +
-             Num(per) + ", " + type + ", " + Num(op.root) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
+      const std::string each = op.recv_count > 0 ? Num(op.recv_count) : Num(per);
+      return Use(pre + "scatter", each + ", " + t + ", " + Num(op.root) + ", " + cm + req);
     }
-    case OpKind::kAlltoall: {
-      const int64_t per = n > 0 ? count / n : 0;
-      send_elems = recv_elems = per * std::max(n, 1);
-      call = std::string(nonblocking ? "MPI_Ialltoall" : "MPI_Alltoall") + "(s, " + Num(per) + ", " + type +
-             ", r, " + Num(per) + ", " + type + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
-    }
-    case OpKind::kReduceScatterBlock: {
-      const int64_t per = n > 0 ? count / n : 0;
-      send_elems = count;
-      recv_elems = per;
-      call = std::string(nonblocking ? "MPI_Ireduce_scatter_block" : "MPI_Reduce_scatter_block") + "(s, r, " +
-             Num(per) + ", " + type + ", " + MpiOp(op.redop) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      break;
-    }
+    case OpKind::kAlltoall: return Use(pre + "alltoall", Num(per) + ", " + t + ", " + cm + req);
+    case OpKind::kReduceScatterBlock:
+      return Use(pre + "reduce_scatter_block", Num(per) + ", " + t + ", " + MpiOp(op.redop) + ", " + cm + req);
     case OpKind::kGatherv:
-    case OpKind::kAllgatherv:
+      return Use(pre + "gatherv", c + ", " + t + ", " + counts(0) + ", " + Num(op.root) + ", " + cm + req);
+    case OpKind::kAllgatherv: return Use(pre + "allgatherv", c + ", " + t + ", " + counts(0) + ", " + cm + req);
     case OpKind::kScatterv:
+      return Use(pre + "scatterv", counts(0) + ", " + t + ", " + rc + ", " + Num(op.root) + ", " + cm + req);
     case OpKind::kReduceScatter:
-    case OpKind::kAlltoallv: {
-      int64_t total = 0, total_b = 0;
-      auto [counts, displs] = lists(0, &total);
-      pre = "int counts[] = " + counts + ", displs[] = " + displs + ";";
-      if (op.kind == OpKind::kAlltoallv) {
-        auto [counts_b, displs_b] = lists(static_cast<size_t>(n), &total_b);
-        pre += " int rcounts[] = " + counts_b + ", rdispls[] = " + displs_b + ";";
-        send_elems = total;
-        recv_elems = total_b;
-        call = std::string(nonblocking ? "MPI_Ialltoallv" : "MPI_Alltoallv") + "(s, counts, displs, " + type +
-               ", r, rcounts, rdispls, " + type + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      } else if (op.kind == OpKind::kGatherv) {
-        send_elems = count;
-        recv_elems = total;
-        call = std::string(nonblocking ? "MPI_Igatherv" : "MPI_Gatherv") + "(s, " + Num(count) + ", " + type +
-               ", r, counts, displs, " + type + ", " + Num(op.root) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      } else if (op.kind == OpKind::kAllgatherv) {
-        send_elems = count;
-        recv_elems = total;
-        call = std::string(nonblocking ? "MPI_Iallgatherv" : "MPI_Allgatherv") + "(s, " + Num(count) + ", " + type +
-               ", r, counts, displs, " + type + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      } else if (op.kind == OpKind::kScatterv) {
-        send_elems = total;
-        recv_elems = rcount;
-        call = std::string(nonblocking ? "MPI_Iscatterv" : "MPI_Scatterv") + "(s, counts, displs, " + type + ", r, " +
-               Num(rcount) + ", " + type + ", " + Num(op.root) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      } else {
-        send_elems = total;
-        recv_elems = total;
-        call = std::string(nonblocking ? "MPI_Ireduce_scatter" : "MPI_Reduce_scatter") + "(s, r, counts, " + type +
-               ", " + MpiOp(op.redop) + ", " + cm + (nonblocking ? ", " + req : "") + ")";
-      }
-      break;
-    }
+      return Use(pre + "reduce_scatter", counts(0) + ", " + t + ", " + MpiOp(op.redop) + ", " + cm + req);
+    case OpKind::kAlltoallv:
+      return Use(pre + "alltoallv", counts(0) + ", " + counts(static_cast<size_t>(n)) + ", " + t + ", " + cm + req);
     case OpKind::kSend: {
-      if ((op.flags & op_flags::kPersistent) && op.peer_seq == 0) return;
-      send_elems = count;
-      const char* name = nonblocking ? ((op.flags & op_flags::kSynchronous) ? "MPI_Issend" : "MPI_Isend")
-                                     : ((op.flags & op_flags::kSynchronous) ? "MPI_Ssend" : "MPI_Send");
-      call = std::string(name) + "(s, " + Num(count) + ", " + type + ", " + Num(op.peer) + ", " + Num(op.tag) + ", " +
-             cm + (nonblocking ? ", " + req : "") + ")";
-      break;
+      if ((op.flags & op_flags::kPersistent) && op.peer_seq == 0) return "";  // an init: its starts send
+      const std::string mode = (op.flags & op_flags::kSynchronous) ? "ssend" : "send";
+      return Use(pre + mode, c + ", " + t + ", " + Num(op.peer) + ", " + Num(op.tag) + ", " + cm + req);
     }
     case OpKind::kRecv:
     case OpKind::kMrecv: {
+      if ((op.flags & op_flags::kPersistent) && op.peer_seq == 0 && op.peer != kAnySource) return "";
       // The sender and tag it matched, when the recording saw it complete.
       int32_t source = op.peer, tag = op.tag;
-      const Event* done = ret != nullptr && ret->ret.source >= 0 ? ret : nullptr;
-      if (done != nullptr) {
-        source = done->ret.source;
-        tag = done->ret.tag;
-      } else if (nonblocking) {
+      const Event* ret = After(r, i, EventKind::kReturn);
+      if (ret != nullptr && ret->ret.source >= 0) {
+        source = ret->ret.source;
+        tag = ret->ret.tag;
+      } else if (nb) {
         for (const Event& later : r.events) {
           if (later.kind == EventKind::kCompletion && later.completion.request == op.request &&
               later.completion.source >= 0) {
@@ -510,91 +345,85 @@ void ReproWriter::Op(const shrink::RankEvents& r, size_t i, std::ostringstream& 
           }
         }
       }
-      recv_elems = count;
-      call = std::string(nonblocking ? "MPI_Irecv" : "MPI_Recv") + "(r, " + Num(count) + ", " + type + ", " +
-             (source == kAnySource ? std::string("MPI_ANY_SOURCE") : Num(source)) + ", " +
-             (tag == kAnyTag ? std::string("MPI_ANY_TAG") : Num(tag)) + ", " + cm + ", " +
-             (nonblocking ? req : std::string("MPI_STATUS_IGNORE")) + ")";
-      break;
+      return Use(pre + "recv", c + ", " + t + ", " + Peer(source) + ", " + Tag(tag) + ", " + cm + req);
     }
     case OpKind::kSendrecv: {
       int32_t source = op.recv_peer, tag = op.recv_tag;
+      const Event* ret = After(r, i, EventKind::kReturn);
       if (ret != nullptr && ret->ret.source >= 0) {
         source = ret->ret.source;
         tag = ret->ret.tag;
       }
-      int64_t rc = op.recv_count > 0 ? op.recv_count : count;
-      const std::string rtype = MpiType(op.recv_dtype == DataType::kUnknown ? op.dtype : op.recv_dtype,
-                                        op.recv_dtype_size, &rc);
-      send_elems = count;
-      recv_elems = rc;
-      call = "MPI_Sendrecv(s, " + Num(count) + ", " + type + ", " + Num(op.peer) + ", " + Num(op.tag) + ", r, " +
-             Num(rc) + ", " + rtype + ", " + (source == kAnySource ? std::string("MPI_ANY_SOURCE") : Num(source)) +
-             ", " + (tag == kAnyTag ? std::string("MPI_ANY_TAG") : Num(tag)) + ", " + cm + ", MPI_STATUS_IGNORE)";
-      break;
+      int64_t rcount = op.recv_count > 0 ? op.recv_count : count;
+      const std::string rt = MpiType(op.recv_dtype == DataType::kUnknown ? op.dtype : op.recv_dtype,
+                                     op.recv_dtype_size, &rcount);
+      return Use("mpi_sendrecv", c + ", " + t + ", " + Num(op.peer) + ", " + Num(op.tag) + ", " + Num(rcount) + ", " +
+                                     rt + ", " + Peer(source) + ", " + Tag(tag) + ", " + cm);
     }
     case OpKind::kProbe:
-      out << in << "mpi_check(MPI_Probe(" << (op.peer == kAnySource ? std::string("MPI_ANY_SOURCE") : Num(op.peer))
-          << ", " << (op.tag == kAnyTag ? std::string("MPI_ANY_TAG") : Num(op.tag)) << ", " << cm
-          << ", MPI_STATUS_IGNORE), \"MPI_Probe\");\n";
-      return;
-    default:
-      out << in << "/* " << api << ": not reproduced */\n";
-      return;
+      used_.insert("mpi_check");
+      return "mpi_check(MPI_Probe(" + Peer(op.peer) + ", " + Tag(op.tag) + ", " + cm +
+             ", MPI_STATUS_IGNORE), \"MPI_Probe\");";
+    case OpKind::kCommFree:
+      used_.insert("mpi_check");
+      return "mpi_check(MPI_Comm_free(&" + cm + "), \"MPI_Comm_free\");";
+    case OpKind::kAbort: return "MPI_Abort(MPI_COMM_WORLD, " + Num(op.count) + ");";
+    case OpKind::kWait: {
+      std::vector<std::string> reqs;
+      for (int64_t id : e.list) {
+        auto it = requests_.find(static_cast<uint64_t>(id));
+        if (it != requests_.end()) reqs.push_back("rq[" + Num(it->second) + "]");
+      }
+      if (reqs.empty()) return "";
+      used_.insert("mpi_check");
+      const std::string note = api != "MPI_Wait" && api != "MPI_Waitall" ? "/* " + api + " */ " : "";
+      if (reqs.size() == 1) return note + "mpi_check(MPI_Wait(&" + reqs[0] + ", MPI_STATUS_IGNORE), \"MPI_Wait\");";
+      std::string list;
+      for (size_t k = 0; k < reqs.size(); ++k) list += (k ? ", " : "") + reqs[k];
+      return note + "mpi_check(MPI_Waitall(" + Num(static_cast<int64_t>(reqs.size())) + ", (MPI_Request[]){" + list +
+             "}, MPI_STATUSES_IGNORE), \"MPI_Waitall\");";
+    }
+    default: return "/* " + api + ": not made here */";
   }
-  const int64_t sbytes = send_elems * static_cast<int64_t>(tsize);
-  const int64_t rbytes = recv_elems * static_cast<int64_t>(tsize);
-  if (nonblocking) {
-    // Its buffers live until the wait that completes it.
-    const int k = requests_[op.request];
-    const std::string sb = "sb" + Num(k), rb = "rb" + Num(k);
-    out << in << "void *" << sb << " = buffer(" << sbytes << "), *" << rb << " = buffer(" << rbytes << ");\n";
-    if (!pre.empty()) out << in << pre << "\n";
-    out << in << "{\n" << in << "  void *s = " << sb << ", *r = " << rb << ";\n";
-    out << in << "  mpi_check(" << call << ", \"" << api << "\");\n" << in << "}\n";
-    req_buffers_[op.request] = "free(" + sb + "); free(" + rb + ");";
-    return;
-  }
-  out << in << "{\n" << in << "  void *s = buffer(" << sbytes << "), *r = buffer(" << rbytes << ");\n";
-  if (!pre.empty()) out << in << "  " << pre << "\n";
-  out << in << "  mpi_check(" << call << ", \"" << api << "\");\n";
-  out << in << "  free(s);\n" << in << "  free(r);\n" << in << "}\n";
+}
+
+std::string ReproWriter::Line(const shrink::RankEvents& r, size_t i) {
+  const Event& e = r.events[i];
+  if (e.kind == EventKind::kGroup) return Use(e.group.is_end ? "group_end" : "group_start", "");
+  if (e.kind != EventKind::kOp) return "";
+  const OpEvent& op = e.op;
+  if (op.kind == OpKind::kInit || op.kind == OpKind::kFinalize) return "";  // main() makes them
+  if (op.kind == OpKind::kCommCreate) return Create(r, i);
+  return IsNcclApi(r.header.ApiName(op.api)) ? NcclCall(r, i) : MpiCall(r, i);
 }
 
 std::string ReproWriter::RankBody(size_t r) {
   const shrink::RankEvents& rank = ranks_[r];
   rank_ = rank.header.rank;
   requests_.clear();
-  req_buffers_.clear();
-  group_depth_ = 0;
-  std::ostringstream body;
-  for (size_t i = 0; i < rank.events.size(); ++i) Op(rank, i, body, "  ");
+  none_ = false;
+  std::string body;
+  for (size_t i = 0; i < rank.events.size(); ++i) {
+    const std::string line = Line(rank, i);
+    if (!line.empty()) body += "  " + line + "\n";
+  }
   // The communicators and requests it uses, declared first.
-  std::ostringstream decl;
   std::set<std::string> mpi_vars, nccl_vars;
   for (const Event& e : rank.events) {
     if (e.kind != EventKind::kCommCreate) continue;
     const CommInfo& c = comms_.at(e.comm_create.comm);
-    if (c.var.rfind("MPI_COMM", 0) == 0) continue;
-    (c.nccl ? nccl_vars : mpi_vars).insert(c.var);
+    if (c.var.rfind("MPI_COMM", 0) != 0) (c.nccl ? nccl_vars : mpi_vars).insert(c.var);
   }
-  const std::string text = body.str();
-  for (const std::string& v : mpi_vars) decl << "  MPI_Comm " << v << " = MPI_COMM_NULL;\n";
-  for (const std::string& v : nccl_vars) decl << "  ncclComm_t " << v << " = NULL;\n";
-  if (text.find("&none") != std::string::npos) decl << "  MPI_Comm none;\n";
-  if (!requests_.empty()) decl << "  MPI_Request rq[" << requests_.size() << "];\n";
-  return decl.str() + text;
+  std::string decl;
+  for (const std::string& v : mpi_vars) decl += "  MPI_Comm " + v + " = MPI_COMM_NULL;\n";
+  for (const std::string& v : nccl_vars) decl += "  ncclComm_t " + v + " = NULL;\n";
+  if (none_) decl += "  MPI_Comm none;\n";
+  if (!requests_.empty()) decl += "  MPI_Request rq[" + Num(static_cast<int64_t>(requests_.size())) + "];\n";
+  return decl + body;
 }
 
 std::string ReproWriter::Program(const std::string& title, const std::string& expect, const std::string& commands) {
   IndexComms();
-  for (const shrink::RankEvents& r : ranks_) {
-    for (const Event& e : r.events) {
-      if ((e.kind == EventKind::kOp && IsNcclApi(r.header.ApiName(e.op.api))) || e.kind == EventKind::kGroup) {
-        nccl_ = true;
-      }
-    }
-  }
   // One function per distinct body.
   std::vector<std::string> bodies;
   std::vector<size_t> body_of(ranks_.size());
@@ -604,75 +433,32 @@ std::string ReproWriter::Program(const std::string& title, const std::string& ex
     body_of[r] = static_cast<size_t>(it - bodies.begin());
     if (it == bodies.end()) bodies.push_back(std::move(b));
   }
+  if (nccl_) used_.insert({"cuda_check", "synchronize"});
+
   std::ostringstream o;
-  o << "/* repro.c: " << title << "\n *\n";
-  o << " * A standalone program written by `replay shrink`: " << ranks_.size()
-    << (ranks_.size() == 1 ? " rank makes" : " ranks make")
-    << ", in order, the calls of the smallest job found that still fails\n"
-    << " * the same way, with synthetic data. It needs MPI" << (nccl_ ? ", CUDA and NCCL" : "")
-    << ", nothing of replay.\n *\n";
+  o << "/* repro.c: " << title << "\n *\n"
+    << " * Written by `replay shrink`: the calls of the smallest job it found that still\n"
+    << " * fails the same way, made in order by " << ranks_.size() << (ranks_.size() == 1 ? " rank" : " ranks")
+    << " with synthetic data. It needs\n"
+    << " * MPI" << (nccl_ ? ", CUDA and NCCL" : "") << ", nothing of replay.\n *\n"
+    << " * Build and run:\n";
   std::istringstream cmds(commands);
-  std::string line;
-  o << " * Build and run:\n";
-  while (std::getline(cmds, line)) o << " *   " << line << "\n";
+  for (std::string line; std::getline(cmds, line);) o << " *   " << line << "\n";
   o << " *\n * Expected: ";
   for (char ch : expect) o << (ch == '\n' ? std::string("\n *   ") : std::string(1, ch));
   o << "\n */\n";
   o << "#include <mpi.h>\n";
-  if (nccl_) o << "#include <cuda.h>\n#include <nccl.h>\n";
+  if (nccl_) o << "#include <cuda.h>\n#include <nccl.h>\n#include <stdint.h>\n";
   o << "#include <stdio.h>\n#include <stdlib.h>\n\n";
-  o << "static int rank;\n\n";
-  o << "/* A buffer of `bytes` bytes; the values do not matter. */\n"
-       "static void *buffer(size_t bytes) {\n"
-       "  unsigned char *b = malloc(bytes > 0 ? bytes : 1);\n"
-       "  for (size_t i = 0; i < bytes; ++i) b[i] = (unsigned char)((i * 131 + (size_t)rank) & 0x3f);\n"
-       "  return b;\n"
-       "}\n\n";
-  o << "/* An error is reported and the rank goes on, as the recorded job did. */\n"
-       "static void mpi_check(int rc, const char *call) {\n"
-       "  if (rc == MPI_SUCCESS) return;\n"
-       "  char msg[MPI_MAX_ERROR_STRING];\n"
-       "  int len = 0;\n"
-       "  MPI_Error_string(rc, msg, &len);\n"
-       "  fprintf(stderr, \"rank %d: %s: %s\\n\", rank, call, msg);\n"
-       "}\n\n";
-  if (nccl_) {
-    o << "static CUstream stream;\n"
-         "static CUdeviceptr held[4096];\n"
-         "static int nheld;\n\n"
-         "static void cuda_check(CUresult rc, const char *call) {\n"
-         "  if (rc == CUDA_SUCCESS) return;\n"
-         "  const char *msg = NULL;\n"
-         "  cuGetErrorString(rc, &msg);\n"
-         "  fprintf(stderr, \"rank %d: %s: %s\\n\", rank, call, msg ? msg : \"unknown error\");\n"
-         "  exit(1);\n"
-         "}\n\n"
-         "static void nccl_check(ncclResult_t rc, const char *call) {\n"
-         "  if (rc == ncclSuccess) return;\n"
-         "  fprintf(stderr, \"rank %d: %s: %s\\n\", rank, call, ncclGetErrorString(rc));\n"
-         "  exit(1);\n"
-         "}\n\n"
-         "/* Device memory of `bytes` bytes, freed at the next synchronize(). */\n"
-         "static CUdeviceptr device_buffer(size_t bytes) {\n"
-         "  CUdeviceptr p;\n"
-         "  cuda_check(cuMemAlloc(&p, bytes > 0 ? bytes : 1), \"cuMemAlloc\");\n"
-         "  cuda_check(cuMemsetD8Async(p, 0x3c, bytes > 0 ? bytes : 1, stream), \"cuMemsetD8Async\");\n"
-         "  if (nheld < (int)(sizeof held / sizeof held[0])) held[nheld++] = p;\n"
-         "  return p;\n"
-         "}\n\n"
-         "/* Waits for what was enqueued, as the recorded operations were waited for. */\n"
-         "static void synchronize(void) {\n"
-         "  cuda_check(cuStreamSynchronize(stream), \"cuStreamSynchronize\");\n"
-         "  while (nheld > 0) cuMemFree(held[--nheld]);\n"
-         "}\n\n";
-  }
+  o << "static int rank;\n";
+  if (nccl_) o << "static CUstream stream;\n";
+  o << "\n" << shrink::ReproLibrary(used_);
   for (size_t b = 0; b < bodies.size(); ++b) {
-    o << "/* rank";
     std::string who;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (body_of[r] == b) who += (who.empty() ? " " : ", ") + std::to_string(r);
     }
-    o << (who.find(',') != std::string::npos ? "s" : "") << who << " */\n";
+    o << "/* rank" << (who.find(',') != std::string::npos ? "s" : "") << who << " */\n";
     o << "static void calls_" << b << "(void) {\n" << bodies[b] << "}\n\n";
   }
   o << "int main(int argc, char **argv) {\n"

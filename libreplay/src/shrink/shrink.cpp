@@ -25,6 +25,12 @@ using shrink::Selection;
 // How long a call of a driven job must have waited to count as stuck, as
 // `replay drive` reports it: the drive is stopped shortly after its timeout.
 constexpr int64_t kDriveMinWaitNs = 100'000'000;
+// How long every rank of a running drive must have waited before the drive
+// is taken to hang for good and stopped: when it shows the finding, and when
+// it shows another (a slow collective on a loaded machine must not pass for
+// a hang).
+constexpr int64_t kSettleNs = 1'000'000'000;
+constexpr int64_t kSettleOtherNs = 5'000'000'000;
 
 ShrinkSize SizeOf(const Candidate& c) {
   return {c.ranks.size(), c.operations, c.max_rank_operations, c.communicators};
@@ -68,10 +74,23 @@ class Search {
     return stopped_;
   }
   std::string Key(const Selection& s, const Candidate& c) const;
+  void Log(const Tried& t, const std::string& what) const {
+    if (!options_.log) return;
+    char head[96];
+    std::snprintf(head, sizeof(head), "%s: %zu rank%s, %zu calls: ", t.dir.substr(t.dir.rfind('/') + 1).c_str(),
+                  t.candidate.ranks.size(), t.candidate.ranks.size() == 1 ? "" : "s", t.candidate.operations);
+    options_.log(head + what);
+  }
   // Whether the candidate's own trace still shows the finding (no drive needed to say no).
   bool Checks(const Tried& t, std::string* why);
   // Whether its drive fails the same way.
   bool DriveShows(const Tried& t, const ShrinkDriver::Outcome& o, std::string* why) const;
+  // Whether its drive, still running, hangs and shows the finding already.
+  bool Settled(const Candidate& c, const std::string& trace_dir);
+  CallMatch DriveMatch() const {
+    // NCCL calls re-issued as the MPI calls that stand for them are compared by what they do.
+    return program_.nccl() && !driver_.NcclCalls() ? CallMatch::kOperation : CallMatch::kApi;
+  }
   bool Same(const CheckReport& report, const Candidate& c, CallMatch match, std::string* why) const;
   // The first of `selections` that reproduces (tried in order), or -1.
   int First(const std::vector<Selection>& selections, const std::string& what);
@@ -85,7 +104,10 @@ class Search {
   Selection best_;
   Candidate best_candidate_;
   std::string best_dir_;
+  std::string best_key_;
   std::map<std::string, bool> tried_;  // candidate key -> reproduced
+  // Running drives whose ranks all wait, since when.
+  std::map<std::string, std::chrono::steady_clock::time_point> waiting_since_;
   size_t written_ = 0;
   size_t drives_ = 0;
   bool stopped_ = false;
@@ -138,9 +160,35 @@ bool Search::DriveShows(const Tried& t, const ShrinkDriver::Outcome& o, std::str
     *why = report.status().message();
     return false;
   }
-  // NCCL calls re-issued as the MPI calls that stand for them are compared by what they do.
-  const CallMatch match = program_.nccl() && !driver_.NcclCalls() ? CallMatch::kOperation : CallMatch::kApi;
-  return Same(*report, t.candidate, match, why);
+  return Same(*report, t.candidate, DriveMatch(), why);
+}
+
+bool Search::Settled(const Candidate& c, const std::string& trace_dir) {
+  auto trace = TraceReader::Open(trace_dir);
+  if (!trace.ok() || (*trace)->ranks().size() < c.ranks.size()) return false;
+  CheckOptions copt;
+  copt.live = true;
+  copt.min_wait_ns = kSettleNs;
+  copt.threads = 1;
+  auto report = CheckTrace(**trace, copt);
+  if (!report.ok() || report->ranks.size() < c.ranks.size()) return false;
+  bool waiting = false, starting = false;
+  for (const RankState& s : report->ranks) {
+    if (!s.blocked && s.status == "running") {
+      waiting_since_.erase(trace_dir);
+      return false;  // still on its way
+    }
+    waiting = waiting || s.blocked;
+    starting = starting || s.doing.find("MPI_Init") != std::string::npos;
+  }
+  if (!waiting) return false;
+  std::string why;
+  if (Same(*report, c, DriveMatch(), &why)) return true;
+  // A hang of another kind: it will not change either, once it has lasted
+  // (MPI_Init can take long on a loaded machine, and is not a hang).
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, first] = waiting_since_.emplace(trace_dir, now);
+  return !starting && !first && now - it->second >= std::chrono::nanoseconds(kSettleOtherNs);
 }
 
 int Search::First(const std::vector<Selection>& selections, const std::string& what) {
@@ -149,13 +197,17 @@ int Search::First(const std::vector<Selection>& selections, const std::string& w
     if (queue.empty()) return -1;
     std::vector<std::string> dirs;
     for (auto& [i, t] : queue) dirs.push_back(t.dir);
-    std::vector<ShrinkDriver::Outcome> outcomes = driver_.Drive(dirs);
+    auto settled = [&](size_t q, const std::string& d) {
+      return q < queue.size() && Settled(queue[q].second.candidate, d);
+    };
+    std::vector<ShrinkDriver::Outcome> outcomes = driver_.Drive(dirs, settled);
     drives_ += queue.size();
     int hit = -1;
     for (size_t q = 0; q < queue.size(); ++q) {
       std::string why;
       const bool same = q < outcomes.size() && DriveShows(queue[q].second, outcomes[q], &why);
       tried_[Key(queue[q].second.selection, queue[q].second.candidate)] = same;
+      Log(queue[q].second, same ? "driven: fails the same way" : "driven: " + why);
       if (same && hit < 0) {
         hit = queue[q].first;
         Accept(std::move(queue[q].second), what);
@@ -174,11 +226,17 @@ int Search::First(const std::vector<Selection>& selections, const std::string& w
     t.candidate = program_.Materialize(t.selection);
     if (t.candidate.ranks.empty() || t.candidate.operations == 0) continue;
     const std::string key = Key(t.selection, t.candidate);
+    if (key == best_key_ && queue.empty()) {
+      // The job it makes is the one kept so far (what it leaves out was gone
+      // already): it reproduces, and nothing changes.
+      return static_cast<int>(i);
+    }
     auto seen = tried_.find(key);
     if (seen != tried_.end() && !seen->second) continue;
     t.dir = options_.work_dir + "/c" + std::to_string(++written_);
     std::string why;
-    if (!shrink::WriteCandidate(t.candidate, program_.manifest(), t.dir).ok() || !Checks(t, &why)) {
+    if (Status w = shrink::WriteCandidate(t.candidate, program_.manifest(), t.dir); !w.ok() || !Checks(t, &why)) {
+      Log(t, "checked: " + (w.ok() ? why : w.message()));
       tried_[key] = false;
       std::error_code ec;
       std::filesystem::remove_all(t.dir, ec);
@@ -210,6 +268,7 @@ void Search::Accept(Tried t, const std::string& what) {
   best_ = std::move(t.selection);
   // Units no longer there stay out of later candidates.
   for (size_t u = 0; u < best_.units.size(); ++u) best_.units[u] = t.candidate.live[u];
+  best_key_ = Key(best_, t.candidate);
   best_candidate_ = std::move(t.candidate);
   best_dir_ = t.dir;
   ShrinkStep step{what, best_candidate_.ranks.size(), best_candidate_.operations,
@@ -231,7 +290,8 @@ Status Search::Start(ShrinkResult* result) {
     return Status::NotFound("the recorded job, rewritten for re-issuing, no longer shows the finding (" + why +
                             ")");
   }
-  std::vector<ShrinkDriver::Outcome> o = driver_.Drive({t.dir});
+  std::vector<ShrinkDriver::Outcome> o =
+      driver_.Drive({t.dir}, [&](size_t, const std::string& d) { return Settled(t.candidate, d); });
   ++drives_;
   if (o.empty() || !o[0].status.ok()) {
     return Status::IoError(o.empty() ? "the drive did not run" : o[0].status.message());
@@ -322,7 +382,7 @@ bool Search::Calls() {
 bool Search::Counts() {
   std::vector<size_t> scalable;
   for (size_t u = 0; u < best_.units.size(); ++u) {
-    if (best_.units[u] && !best_.scaled[u] && program_.units()[u].divisor > 1) scalable.push_back(u);
+    if (best_.units[u] && !best_.scaled[u] && program_.units()[u].scalable) scalable.push_back(u);
   }
   if (scalable.empty() || OutOfTime()) return false;
   // All at once first; else the fewest that must keep their counts.
