@@ -23,30 +23,6 @@
 namespace replay::interpose::nccl {
 namespace {
 
-// Per thread, as NCCL's own group state: nesting depth and the id of the
-// outermost group, and the operations waiting for its end to be enqueued.
-struct Pending {
-  uint64_t request;
-  uint16_t api;
-  uint64_t comm;
-  uint64_t seq;
-  uint64_t peer_seq;
-  void* recv;
-  size_t bytes;
-  DataType dtype;
-  cudaStream_t stream;
-  bool device;
-  int32_t source;     // ncclRecv: the peer it receives from; else kNoPeer
-  int64_t received;   // ncclRecv: elements received; else -1
-  // Device operations: page-locked copies of the data, made on the
-  // operation's stream (cuda::StageFromDevice), read once it completed.
-  void* send_stage;
-  size_t send_bytes;
-  DataType send_dtype;
-  cuda::DeviceFingerprint* send_fp;  // or fingerprinted by a kernel on the stream, before it
-  bool captured;  // into a CUDA graph: it runs at each launch of the graph, not now
-};
-
 // Whether device data of `bytes` bytes is copied to the host to be
 // fingerprinted (and, at level data, stored): always at level data, up to the
 // hash limit at level hash. Beyond it an operation carries no fingerprint.
@@ -54,6 +30,8 @@ bool StageDeviceData(const Recorder* rec, size_t bytes) {
   if (bytes == 0 || rec->level() == Level::kMeta) return false;
   return rec->level() == Level::kData || bytes <= rec->fingerprints().hash_limit;
 }
+// Per thread, as NCCL's own group state: nesting depth and the id of the
+// outermost group, and the operations waiting for its end to be enqueued.
 thread_local int t_group_depth = 0;
 thread_local uint32_t t_group_id = 0;
 thread_local std::vector<Pending> t_group_ops;
@@ -84,8 +62,8 @@ int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
   return v;
 }
 
-// Completion of an enqueued operation: on the GPU, when the stream reaches it;
-// for host memory (the host NCCL), now.
+}  // namespace
+
 void Complete(Recorder* rec, const Pending& p) {
   // A captured operation has nothing to complete now, and nothing may be
   // enqueued after it: it would become part of the application's graph.
@@ -118,7 +96,7 @@ void Complete(Recorder* rec, const Pending& p) {
                       " was reported on its stream before the operation was seen to complete on the GPU");
       return;
     }
-    std::optional<Fingerprint> sent, received_fp;
+    std::optional<Fingerprint> sent = p.sent, received_fp;
     if (p.send_fp != nullptr) sent = cuda::TakeFingerprint(p.send_fp);
     if (recv_fp != nullptr) received_fp = cuda::TakeFingerprint(recv_fp);
     struct Release {
@@ -195,9 +173,6 @@ void Complete(Recorder* rec, const Pending& p) {
   finish(0);
 }
 
-// An operation that was not enqueued after all (its call or its group failed,
-// or the group was only simulated): what the recorder enqueued for it is
-// released once the stream has run it.
 void Discard(const Pending& p) {
   void* stage = p.send_stage;
   cuda::DeviceFingerprint* fp = p.send_fp;
@@ -215,7 +190,21 @@ void Discard(const Pending& p) {
   }
 }
 
-}  // namespace
+SendSide TakeSendSide(Recorder* rec, const void* send, size_t bytes, DataType dtype, bool device,
+                      cudaStream_t stream) {
+  SendSide side;
+  if (send == nullptr || bytes == 0 || rec->level() == Level::kMeta) return side;
+  if (!device) {
+    side.host = FingerprintBuffer(send, bytes, dtype, rec->fingerprints());
+    return side;
+  }
+  side.fp = cuda::FingerprintOnDevice(send, bytes, dtype, rec->fingerprints(), stream);
+  if (side.fp == nullptr && StageDeviceData(rec, bytes)) {
+    side.stage = cuda::StageFromDevice(send, bytes, stream);
+    if (side.stage != nullptr) side.stage_bytes = bytes;
+  }
+  return side;
+}
 
 void* NcclFunction(const char* name) {
   std::string alias = std::string("p") + name;
@@ -386,23 +375,18 @@ void Call::DoEnter() {
         op_.peer = peer;
         if (cs_ != nullptr) op_.peer_seq = kind_ == OpKind::kSend ? cs_->NextSend(peer) : cs_->NextRecv(peer);
       }
-      // What this rank sends, in elements: the collective's input.
-      const size_t send_elems = static_cast<size_t>(Totals(Args()).send);
-      op_.bytes = send_elems * esize;
-      if (device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
-        // Enqueued ahead of the operation on its stream: a kernel that
-        // fingerprints the bytes it will send, or a copy of them.
-        send_fp_ = cuda::FingerprintOnDevice(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints(), stream);
-        if (send_fp_ == nullptr && StageDeviceData(rec_, send_elems * esize)) {
-          send_stage_ = cuda::StageFromDevice(sendbuff, send_elems * esize, stream);
-          send_stage_bytes_ = send_elems * esize;
-        }
-      }
-      if (!device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
-        Fingerprint f = FingerprintBuffer(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints());
-        op_.send_hash = f.hash;
-        op_.send_nan = f.nan;
-        op_.send_inf = f.inf;
+      // What this rank sends: the collective's input.
+      op_.bytes = static_cast<uint64_t>(Totals(Args()).send) * esize;
+      // Device data: a kernel that fingerprints the bytes it will send, or a
+      // copy of them, enqueued ahead of the operation on its stream.
+      SendSide side = TakeSendSide(rec_, sendbuff, op_.bytes, op_.dtype, device_, stream);
+      send_fp_ = side.fp;
+      send_stage_ = side.stage;
+      send_stage_bytes_ = side.stage_bytes;
+      if (side.host) {
+        op_.send_hash = side.host->hash;
+        op_.send_nan = side.host->nan;
+        op_.send_inf = side.host->inf;
         op_.flags |= op_flags::kHasSendHash;
       }
       rec_->Append(EventKind::kOp, op_, call_site_);
@@ -467,11 +451,25 @@ OpArgs Call::Args() const {
 }
 
 void Call::Enqueued() {
-  const size_t bytes = static_cast<size_t>(Totals(Args()).recv) * SizeOf(datatype);
   const bool recv = kind_ == OpKind::kRecv;
-  Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
-            recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,
-            TypeOf(datatype), send_fp_, captured_};
+  Pending p;
+  p.request = op_.request;
+  p.api = api_;
+  p.comm = op_.comm;
+  p.seq = op_.seq;
+  p.peer_seq = op_.peer_seq;
+  p.recv = recvbuff;
+  p.bytes = static_cast<size_t>(Totals(Args()).recv) * SizeOf(datatype);
+  p.dtype = TypeOf(datatype);
+  p.stream = stream;
+  p.device = device_;
+  p.source = recv ? peer : kNoPeer;
+  p.received = recv ? static_cast<int64_t>(count) : -1;
+  p.send_stage = send_stage_;
+  p.send_bytes = send_stage_bytes_;
+  p.send_dtype = TypeOf(datatype);
+  p.send_fp = send_fp_;
+  p.captured = captured_;
   send_stage_ = nullptr;
   send_fp_ = nullptr;
   if (t_group_depth > 0) {

@@ -51,6 +51,14 @@ namespace replay {
   X(trace_uuid, "TRACE_UUID", "",                                                               \
     "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
 
+// Each variable's full name as a constant, setting_names::dir == "REPLAY_DIR",
+// for code that must read one before it may allocate (the preload's dlsym).
+namespace setting_names {
+#define REPLAY_SETTINGS_NAME_(field, name, def, doc) inline constexpr char field[] = "REPLAY_" name;
+REPLAY_SETTINGS(REPLAY_SETTINGS_NAME_)
+#undef REPLAY_SETTINGS_NAME_
+}  // namespace setting_names
+
 struct Settings {
 #define REPLAY_SETTINGS_FIELD_(field, name, def, doc) std::string field;
   REPLAY_SETTINGS(REPLAY_SETTINGS_FIELD_)
