@@ -504,6 +504,16 @@ TEST_CASE("device buffers: completions come from CUDA events, data from copies m
     }
     CHECK(ops.size() == 3 * 3);  // allreduce, send, recv per step
     CHECK(completed == static_cast<int>(ops.size()));
+    // NCCL's own kernels, launched inside its calls (one for the allreduce,
+    // one for the group of send and receive), are counted on their stream.
+    const uint64_t stream = ops.begin()->second->op.stream;
+    uint64_t kernels = 0;
+    for (const Event& e : r.events()) {
+      if (e.kind == EventKind::kCuda && e.cuda.op == CudaOp::kKernels && e.cuda.stream == stream) {
+        kernels += e.cuda.count;
+      }
+    }
+    CHECK(kernels == 2 * 3);
   }
   int code = -1;
   json k = Check(tmp / "t", &code);
