@@ -31,6 +31,7 @@ namespace {
 // to what we need (CUresult is an int; handles are pointers).
 using CUresult = int;
 constexpr CUresult kSuccess = 0;
+constexpr CUresult kInvalidValue = 1;          // CUDA_ERROR_INVALID_VALUE
 constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
 constexpr CUresult kContextIsDestroyed = 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -518,14 +519,16 @@ int CurrentDevice() {
   return device;
 }
 
-bool IsDevicePointer(const void* ptr) {
+bool IsDevicePointer(const void* ptr) { return MemoryOf(ptr) == Memory::kDevice; }
+
+Memory MemoryOf(const void* ptr) {
   const Driver& d = D();
-  if (!d.ok || ptr == nullptr) return false;
+  if (!d.ok || ptr == nullptr) return Memory::kHost;
   unsigned type = 0;
-  if (d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<uint64_t>(ptr)) != kSuccess) {
-    return false;
-  }
-  return type == kMemoryTypeDevice;
+  CUresult r = d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<uint64_t>(ptr));
+  if (r == kInvalidValue) return Memory::kHost;  // memory the driver does not know
+  if (r != kSuccess) return Memory::kUnknown;
+  return type == kMemoryTypeDevice ? Memory::kDevice : Memory::kHost;
 }
 
 bool IsCapturing(void* stream) {

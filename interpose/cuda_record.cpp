@@ -116,7 +116,9 @@ void WriteKernels(Recorder* rec, uint64_t stream, HandleState* s, int32_t device
 bool Call::Begin() noexcept {
   // Kernel launches are counted wherever they are made: inside an NCCL call
   // they are the operation's own kernels, on its stream.
-  if (rerun::Active() || (!guard_.outermost() && op_ != CudaOp::kKernels)) return false;
+  if (rerun::Active() || (op_ != CudaOp::kKernels && (!guard_.outermost() || t_nccl_launch != nullptr))) {
+    return false;
+  }
   try {
     rec_ = Recorder::Get();
   } catch (...) {

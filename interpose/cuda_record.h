@@ -18,9 +18,10 @@
 //   answers left out.
 // - cuCtxSetCurrent is written when it changes the thread's context.
 //
-// Calls made inside another intercepted call (by NCCL inside an NCCL call)
-// and calls of a process that is re-run or not recorded pass straight
-// through, except kernel launches, which are counted on their stream wherever
+// Calls made inside another intercepted call (by NCCL inside an NCCL call),
+// by NCCL while it launches a group's work (a statically linked NCCL, seen
+// through its profiler events), and calls of a process that is re-run or not
+// recorded pass straight through, except kernel launches, which are counted on their stream wherever
 // they are made: NCCL's own kernels are how a stream's NCCL work shows. The
 // recorder's own driver calls never reach the wrappers.
 //

@@ -14,6 +14,7 @@
 
 #include "cuda_events.h"
 #include "log.h"
+#include "nccl_profiler.h"
 #include "record/fingerprint.h"
 #include "replay/event_format.h"
 #include "replay/op_shape.h"
@@ -206,6 +207,19 @@ SendSide TakeSendSide(Recorder* rec, const void* send, size_t bytes, DataType dt
   return side;
 }
 
+OpArgs ArgsOf(OpKind kind, size_t count, int nranks, int rank, int root) {
+  OpArgs a;
+  a.kind = kind;
+  a.size = a.peers = nranks;
+  a.rank = rank;
+  a.is_root = ShapeOf(kind).rooted && rank >= 0 && rank == root;
+  a.root_copies = true;  // NCCL's root has a receive buffer of its own
+  a.send_count = a.recv_count = static_cast<int64_t>(count);
+  return a;
+}
+
+uint64_t NextRequest() { return g_next_request.fetch_add(1, std::memory_order_relaxed); }
+
 void* NcclFunction(const char* name) {
   std::string alias = std::string("p") + name;
   void* f = dlsym(RTLD_DEFAULT, alias.c_str());
@@ -349,7 +363,7 @@ void Call::DoEnter() {
     case Shape::kColl:
     case Shape::kP2p: {
       op_.flags = op_flags::kNonBlocking;
-      op_.request = g_next_request.fetch_add(1);
+      op_.request = NextRequest();
       op_.dtype = TypeOf(datatype);
       op_.dtype_size = static_cast<uint32_t>(esize);
       op_.count = static_cast<int64_t>(count);
@@ -440,14 +454,7 @@ void Call::AppendError(ncclResult_t rc, uint64_t comm_id) {
 }
 
 OpArgs Call::Args() const {
-  OpArgs a;
-  a.kind = kind_;
-  a.size = a.peers = cs_ != nullptr ? cs_->size : 1;
-  a.rank = cs_ != nullptr ? cs_->rank : -1;
-  a.is_root = ShapeOf(kind_).rooted && cs_ != nullptr && cs_->rank == root;
-  a.root_copies = true;  // NCCL's root has a receive buffer of its own
-  a.send_count = a.recv_count = static_cast<int64_t>(count);
-  return a;
+  return ArgsOf(kind_, count, cs_ != nullptr ? cs_->size : 1, cs_ != nullptr ? cs_->rank : -1, root);
 }
 
 void Call::Enqueued() {
@@ -501,6 +508,8 @@ void Call::LeaveCreate(ncclResult_t rc) {
   auto announce = [&](ncclComm_t c, uint64_t id, uint64_t parent, int size, int my_rank, uint64_t uid) {
     if (c == nullptr) return;
     rec_->comms().Insert(Handle(c), id, size, my_rank, {});
+    rec_->NoteNcclCommunicator(my_rank, size);
+    nccl_profiler::NoteApiPath();
     CommCreateEvent e{};
     e.comm = id;
     e.parent = parent;

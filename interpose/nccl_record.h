@@ -167,6 +167,14 @@ struct SendSide {
 SendSide TakeSendSide(Recorder* rec, const void* send, size_t bytes, DataType dtype, bool device,
                       cudaStream_t stream);
 
+// An NCCL call's arguments, for the elements it sends and receives
+// (op_shape.h): one `count` for both sides, on a communicator of `nranks`
+// where this is `rank` (-1: unknown).
+OpArgs ArgsOf(OpKind kind, size_t count, int nranks, int rank, int root);
+
+// A request id for an NCCL operation, apart from MPI's.
+uint64_t NextRequest();
+
 // The NCCL function `name` the application would have called: NCCL's own
 // profiling alias p<name> when the library has it, else the next <name>.
 void* NcclFunction(const char* name);
