@@ -4,7 +4,7 @@
 // machines without a GPU. It is never a substitute for NCCL in production.
 //
 // Model: one MPI process per NCCL rank. A communicator is an MPI communicator;
-// "device" buffers are host memory; streams are ignored. A call executes when it
+// "device" buffers are host memory; nothing waits on streams (driver.h). A call executes when it
 // is made, or, inside ncclGroupStart/End, at the outermost ncclGroupEnd, where
 // every queued call is posted as a non-blocking MPI operation and then all are
 // waited for together (so send/recv pairs in one group never deadlock).

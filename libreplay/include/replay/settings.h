@@ -25,7 +25,8 @@ namespace replay {
     "Trace directory; each rank writes DIR/rank-NNNNN/. Created with mode 0700.")              \
   X(level, "LEVEL", "hash",                                                                     \
     "What is recorded: meta (calls and arguments), hash (+ buffer fingerprints), data (+ received bytes).") \
-  X(disable, "DISABLE", "0", "1 turns the preloaded recorder into a pass-through.")             \
+  X(disable, "DISABLE", "0",                                                                    \
+    "1 leaves the process as if nothing were preloaded: every intercepted function only forwards, no CUDA driver function is wrapped, nothing is recorded.") \
   X(flush_ms, "FLUSH_MS", "1000",                                                               \
     "Longest time appended events wait before the writer compresses them into the trace (ms).") \
   X(ring_kb, "RING_KB", "1024",                                                                 \
