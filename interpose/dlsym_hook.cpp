@@ -56,7 +56,7 @@ replay_dlsym_hook(void* handle, const char* name) noexcept {
   using namespace replay::interpose;
   cuda::DlsymFn real = RealDlsymFunction();
   ReplayDlsymHookResult r{nullptr, reinterpret_cast<void*>(real)};
-  if (Inert()) return r;
+  if (!WrapsDriver()) return r;
   // A module the program opened and now looks into may be linked against
   // libcuda (cuda_imports.h).
   if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) cuda::PatchObjectOf(handle);

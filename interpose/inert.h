@@ -19,4 +19,8 @@ namespace replay::interpose {
 // True when REPLAY_DISABLE=1. Read once; the environment is not read again.
 bool Inert() noexcept;
 
+// Whether the CUDA driver's functions are wrapped (dlsym_hook.h, cuda_hook.h,
+// cuda_imports.h): not when inert, nor with REPLAY_CUDA_DRIVER=0. Read once.
+bool WrapsDriver() noexcept;
+
 }  // namespace replay::interpose

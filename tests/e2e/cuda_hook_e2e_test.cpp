@@ -242,15 +242,17 @@ TEST_CASE("REPLAY_CUDA_KERNELS=1 records every kernel launch where it was made",
   CHECK(ReadCuda(tmp / "t", Handles(rec.output)).lines == Expected(true));
 }
 
-TEST_CASE("with REPLAY_DISABLE=1 every lookup of the driver finds what it finds without the preload",
+TEST_CASE("with REPLAY_DISABLE=1, or REPLAY_CUDA_DRIVER=0, every lookup of the driver finds what it finds without "
+          "the preload",
           "[e2e][cuda]") {
+  const std::string setting = GENERATE(std::string("REPLAY_DISABLE=1"), std::string("REPLAY_CUDA_DRIVER=0"));
   for (const std::string& how :
        std::vector<std::string>{"proc", "dlsym", "default", "linked " + LinkedModule("cuda_linked_module_now")}) {
-    INFO(how);
+    INFO(setting << " " << how);
     TempDir tmp;
     RunResult plain = Run(DriverPath() + Program(how));
     REQUIRE(plain.exit_code == 0);
-    RunResult off = Run(DriverPath() + "REPLAY_DISABLE=1 REPLAY_DIR=" + (tmp / "t") + " LD_PRELOAD=" +
+    RunResult off = Run(DriverPath() + setting + " REPLAY_DIR=" + (tmp / "t") + " LD_PRELOAD=" +
                         testing::Preload() + " " + Program(how));
     INFO(off.output);
     CHECK(off.exit_code == 0);

@@ -47,6 +47,8 @@ namespace replay {
     "How device (GPU) buffers are fingerprinted: kernel (on the operation's stream, no copy) or copy (page-locked copies hashed on the host, up to REPLAY_HASH_LIMIT_KB). Same fingerprints.") \
   X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \
     "1 records every CUDA kernel launch; 0 counts them per stream, written before the stream's next recorded operation.") \
+  X(cuda_driver, "CUDA_DRIVER", "1",                                                            \
+    "1 records CUDA driver calls (stream ordering, kernel counts) by answering the program's dlsym and cuGetProcAddress of driver functions with wrappers; 0 leaves every driver lookup as it was (NCCL operations are still recorded and completed).") \
   X(cuda_linked, "CUDA_LINKED", "1",                                                            \
     "1 also records the driver calls of programs and modules linked against libcuda itself (Triton's kernel launchers, for one), by pointing their imports of the recorded functions at the recorder; 0 leaves them untouched.") \
   X(nccl_profiler_plugin, "NCCL_PROFILER_PLUGIN", "",                                           \
