@@ -470,7 +470,10 @@ class StagingPool {
  private:
   static constexpr unsigned kPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE: usable from every context
   static constexpr size_t kMinBytes = size_t{64} << 10;
-  static constexpr size_t kKeepBytes = size_t{256} << 20;
+  // Enough for a few operations of a large model's gradient buckets in
+  // flight at level data: allocating page-locked memory takes longer than
+  // copying into it.
+  static constexpr size_t kKeepBytes = size_t{1} << 30;
 
   static size_t SizeClass(size_t bytes) {
     size_t size = kMinBytes;

@@ -70,13 +70,17 @@ void Complete(Recorder* rec, const Pending& p) {
   // enqueued after it: it would become part of the application's graph.
   if (p.captured) return;
   // The received bytes of a device operation, fingerprinted by a kernel after
-  // it on its stream, or copied there (level data needs the bytes).
+  // it on its stream (its NaN/Inf scan of every element is what costs the
+  // host most) and, at level data, copied there to page-locked memory, which
+  // the host then only hashes whole to store it. Without the kernel the copy
+  // is fingerprinted on the host.
   void* recv_stage = nullptr;
   cuda::DeviceFingerprint* recv_fp = nullptr;
-  if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() == Level::kHash) {
+  const bool data = rec->level() == Level::kData;
+  if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
     recv_fp = cuda::FingerprintOnDevice(p.recv, p.bytes, p.dtype, rec->fingerprints(), p.stream);
   }
-  if (p.device && p.recv != nullptr && recv_fp == nullptr && StageDeviceData(rec, p.bytes)) {
+  if (p.device && p.recv != nullptr && (recv_fp == nullptr || data) && StageDeviceData(rec, p.bytes)) {
     recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
   }
   auto finish = [rec, p, recv_stage, recv_fp](int error) {
@@ -133,6 +137,14 @@ void Complete(Recorder* rec, const Pending& p) {
       c.recv_nan = received_fp->nan;
       c.recv_inf = received_fp->inf;
       c.flags |= op_flags::kHasRecvHash;
+      if (rec->level() == Level::kData && received != nullptr) {
+        uint64_t full = received_fp->sampled ? Hash64(received, p.bytes) : received_fp->hash;
+        auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(received), p.bytes}, full);
+        if (ref.ok()) {
+          c.payload_hash = ref->hash;
+          c.payload_size = ref->size;
+        }
+      }
     } else if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
       Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, rec->fingerprints());
       c.recv_hash = f.hash;
