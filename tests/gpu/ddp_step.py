@@ -1,14 +1,25 @@
 """A few PyTorch DistributedDataParallel steps with the NCCL backend, for
 tests/gpu/device_check.sh to record under replay.
 
-World size 1 by default (one GPU; set RANK/WORLD_SIZE/MASTER_* for more). The
-data and the model are seeded, so the printed losses and the parameter digest
-are the same on every run, with or without the preload; an explicit
-all_reduce of the loss and a barrier each step make sure the trace holds NCCL
-collectives of several shapes whatever DDP does at this world size.
+World size 1 by default (one GPU; set RANK/WORLD_SIZE/MASTER_* or run under
+torchrun for more). The data and the model are seeded, so the printed losses
+and the parameter digest are the same on every run, with or without the
+preload; an explicit all_reduce of the loss and a barrier each step make sure
+NCCL sees collectives of several shapes whatever DDP does at this world size.
 
-Usage: python3 ddp_step.py [STEPS]
+Usage: python3 ddp_step.py [STEPS] [--one-gpu] [--flight-recorder DIR]
+  --one-gpu              every rank on GPU 0, each with its own NCCL_HOSTID, so
+                         that NCCL takes them for ranks of different hosts (it
+                         refuses two ranks of one host on one GPU) and runs
+                         its kernels and its network transport between them
+  --flight-recorder DIR  at the end, write PyTorch's Flight Recorder dump of
+                         this rank (TORCH_NCCL_TRACE_BUFFER_SIZE must be set)
+                         to DIR/nccl_trace_rank_<rank>, as PyTorch dumps it
+
+Prints per step "rank R step S loss L", then "rank R params DIGEST", and
+once, on rank 0, what NCCL it runs: "nccl VERSION linked-into-torch yes|no".
 """
+import ctypes
 import hashlib
 import os
 import sys
@@ -18,15 +29,32 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 
+def nccl_linkage() -> str:
+    """Whether the process has a libnccl.so.2 of its own (whose functions a
+    preload can interpose) or NCCL only inside libtorch_cuda.so."""
+    try:
+        ctypes.CDLL("libnccl.so.2", mode=os.RTLD_NOLOAD)
+        return "no"
+    except OSError:
+        return "yes"
+
+
 def main() -> int:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    args = sys.argv[1:]
+    steps = int(args[0]) if args and args[0].isdigit() else 5
+    one_gpu = "--one-gpu" in args
+    fr_dir = args[args.index("--flight-recorder") + 1] if "--flight-recorder" in args else None
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    device = torch.device("cuda", rank % torch.cuda.device_count())
+    if one_gpu:
+        os.environ["NCCL_HOSTID"] = f"replay-device-check-{rank}"
+    device = torch.device("cuda", 0 if one_gpu else rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+    if rank == 0:
+        print(f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))} linked-into-torch {nccl_linkage()}", flush=True)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -51,6 +79,17 @@ def main() -> int:
     for p in model.parameters():
         digest.update(p.detach().cpu().numpy().tobytes())
     print(f"rank {rank} params {digest.hexdigest()[:16]}", flush=True)
+    if fr_dir is not None:
+        try:
+            dump = torch._C._distributed_c10d._dump_nccl_trace(
+                includeCollectives=True, includeStackTraces=False, onlyActive=False
+            )
+            os.makedirs(fr_dir, exist_ok=True)
+            with open(os.path.join(fr_dir, f"nccl_trace_rank_{rank}"), "wb") as f:
+                f.write(dump)
+            print(f"flight recorder: rank {rank} dumped {len(dump)} bytes", flush=True)
+        except Exception as e:  # the losses above stand; the dump's step reports it
+            print(f"flight recorder: rank {rank} could not dump: {e!r}", flush=True)
     dist.destroy_process_group()
     return 0
 
