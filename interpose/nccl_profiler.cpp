@@ -438,8 +438,14 @@ void StartTask(Ev* ev, const abi::DescrV6& d) {
   const cuda::Memory memory = captured ? cuda::Memory::kUnknown : cuda::MemoryOf(send != nullptr ? send : recv);
   const bool device = memory != cuda::Memory::kHost;
   if (device) op.flags |= op_flags::kDevice;
-  const bool in_place = send != nullptr && send == recv;
-  if (in_place) op.flags |= op_flags::kInPlace;
+  // In place, or writing into what it sends (an in-place AllGather or
+  // ReduceScatter): what it sent is not there after it.
+  const size_t recv_bytes = static_cast<size_t>(totals.recv) * esize;
+  const auto* s = static_cast<const char*>(send);
+  const auto* r = static_cast<const char*>(recv);
+  const bool overlap = send != nullptr && recv != nullptr && op.bytes > 0 && recv_bytes > 0 && s < r + recv_bytes &&
+                       r < s + op.bytes;
+  if (send != nullptr && send == recv) op.flags |= op_flags::kInPlace;
   rec->Append(EventKind::kOp, op, 0);
 
   Op pending{};
@@ -453,7 +459,7 @@ void StartTask(Ev* ev, const abi::DescrV6& d) {
   p.seq = op.seq;
   p.peer_seq = op.peer_seq;
   p.recv = memory != cuda::Memory::kUnknown ? recv : nullptr;
-  p.bytes = static_cast<size_t>(totals.recv) * esize;
+  p.bytes = recv_bytes;
   p.dtype = op.dtype;
   p.stream = reinterpret_cast<cudaStream_t>(op.stream);
   p.device = device;
@@ -461,7 +467,7 @@ void StartTask(Ev* ev, const abi::DescrV6& d) {
   p.received = f->kind == OpKind::kRecv ? static_cast<int64_t>(count) : -1;
   p.captured = captured;
   // What an in-place operation sent is gone by the time NCCL tells of it.
-  pending.send = in_place || memory == cuda::Memory::kUnknown ? nullptr : send;
+  pending.send = overlap || memory == cuda::Memory::kUnknown ? nullptr : send;
   pending.send_bytes = op.bytes;
   pending.send_dtype = op.dtype;
   Ops& o = TheOps();
