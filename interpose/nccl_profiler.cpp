@@ -46,6 +46,19 @@ struct Chain {
   const abi::PluginV6* v6 = nullptr;
   const abi::PluginV5* v5 = nullptr;
   bool any() const { return v6 != nullptr || v5 != nullptr; }
+  // Whether a communicator NCCL profiles at version 6 (`as_v6`) or 5 is
+  // passed on at 6: the plugin's own newest, as NCCL would have chosen.
+  bool AtV6(bool as_v6) const { return v6 != nullptr && (as_v6 || v5 == nullptr); }
+  // Calls `f` with the plugin's interface at that version (all but start
+  // take the same arguments at both).
+  template <typename F>
+  void Call(bool as_v6, F&& f) const {
+    if (AtV6(as_v6)) {
+      f(*v6);
+    } else if (v5 != nullptr) {
+      f(*v5);
+    }
+  }
 };
 
 const link_map* Self() {
@@ -251,10 +264,12 @@ DataType TypeOf(const char* name) {
     DataType type;
   };
   static constexpr Name kNames[] = {
-      {"ncclInt8", DataType::kInt8},       {"ncclUint8", DataType::kUint8},       {"Unknown", DataType::kUint8},
-      {"ncclInt32", DataType::kInt32},     {"ncclUint32", DataType::kUint32},     {"ncclInt64", DataType::kInt64},
-      {"ncclUint64", DataType::kUint64},   {"ncclFloat16", DataType::kFloat16},   {"ncclFloat32", DataType::kFloat32},
-      {"ncclFloat64", DataType::kFloat64}, {"ncclBfloat16", DataType::kBfloat16}, {"ncclFloat8e4m3", DataType::kFp8E4M3},
+      {"ncclInt8", DataType::kInt8},          {"ncclUint8", DataType::kUint8},
+      {"Unknown", DataType::kUint8},          {"ncclInt32", DataType::kInt32},
+      {"ncclUint32", DataType::kUint32},      {"ncclInt64", DataType::kInt64},
+      {"ncclUint64", DataType::kUint64},      {"ncclFloat16", DataType::kFloat16},
+      {"ncclFloat32", DataType::kFloat32},    {"ncclFloat64", DataType::kFloat64},
+      {"ncclBfloat16", DataType::kBfloat16},  {"ncclFloat8e4m3", DataType::kFp8E4M3},
       {"ncclFloat8e5m2", DataType::kFp8E5M2},
   };
   if (name == nullptr) return DataType::kUnknown;
@@ -546,11 +561,9 @@ ncclResult_t Init(void** context, uint64_t hash, int* mask, const char* name, in
     const Chain& chain = TheChain();
     if (chain.any()) {
       ncclResult_t r = ncclSuccess;
-      if (chain.v6 != nullptr && (v6 || chain.v5 == nullptr)) {
-        r = chain.v6->init(&ctx->chained, hash, &chained_mask, name, nodes, nranks, rank, log);
-      } else {
-        r = chain.v5->init(&ctx->chained, hash, &chained_mask, name, nodes, nranks, rank, log);
-      }
+      chain.Call(v6, [&](const auto& p) {
+        r = p.init(&ctx->chained, hash, &chained_mask, name, nodes, nranks, rank, log);
+      });
       if (r != ncclSuccess) {
         ctx->chained = nullptr;
         chained_mask = 0;
@@ -598,7 +611,7 @@ ncclResult_t Start(void* context, void** handle, abi::DescrV6* d, bool v6) noexc
       if (d->type == abi::kColl) c.coll.parent_group = chained_of(d->coll.parent_group);
       if (d->type == abi::kP2p) c.p2p.parent_group = chained_of(d->p2p.parent_group);
       const bool ce = (d->type & (abi::kCeColl | abi::kCeSync | abi::kCeBatch)) != 0;
-      if (chain.v6 != nullptr && (v6 || chain.v5 == nullptr)) {
+      if (chain.AtV6(v6)) {
         chain.v6->start(ctx->chained, &ev->chained, &c);
       } else if (!ce) {
         chain.v5->start(ctx->chained, &ev->chained, reinterpret_cast<abi::DescrV5*>(&c));
@@ -654,13 +667,7 @@ ncclResult_t Stop(void* handle) noexcept {
   try {
     Context* ctx = ev->ctx;
     const Chain& chain = TheChain();
-    if (ev->chained != nullptr) {
-      if (chain.v6 != nullptr && (ctx->v6 || chain.v5 == nullptr)) {
-        chain.v6->stop(ev->chained);
-      } else if (chain.v5 != nullptr) {
-        chain.v5->stop(ev->chained);
-      }
-    }
+    if (ev->chained != nullptr) chain.Call(ctx->v6, [&](const auto& p) { p.stop(ev->chained); });
     if (ctx->rec != nullptr && Recorder::Peek() == ctx->rec) {
       Guard guard;
       switch (ev->type) {
@@ -684,13 +691,7 @@ ncclResult_t Record(void* handle, int state, abi::StateArgs* args) noexcept {
   auto* ev = static_cast<Ev*>(handle);
   if (ev == nullptr || ev->ctx == nullptr) return ncclSuccess;
   const Chain& chain = TheChain();
-  if (ev->chained != nullptr) {
-    if (chain.v6 != nullptr && (ev->ctx->v6 || chain.v5 == nullptr)) {
-      chain.v6->record(ev->chained, state, args);
-    } else if (chain.v5 != nullptr) {
-      chain.v5->record(ev->chained, state, args);
-    }
-  }
+  if (ev->chained != nullptr) chain.Call(ev->ctx->v6, [&](const auto& p) { p.record(ev->chained, state, args); });
   // From here to the end of the group, NCCL launches its work.
   if (ev->ctx->rec != nullptr && ev->type == abi::kGroupApi && state == abi::kGroupEndApiStart) t_nccl_launch = ev;
   return ncclSuccess;
@@ -701,13 +702,7 @@ ncclResult_t Finalize(void* context) noexcept {
   if (ctx == nullptr) return ncclSuccess;
   try {
     const Chain& chain = TheChain();
-    if (ctx->chained != nullptr) {
-      if (chain.v6 != nullptr && (ctx->v6 || chain.v5 == nullptr)) {
-        chain.v6->finalize(ctx->chained);
-      } else if (chain.v5 != nullptr) {
-        chain.v5->finalize(ctx->chained);
-      }
-    }
+    if (ctx->chained != nullptr) chain.Call(ctx->v6, [&](const auto& p) { p.finalize(ctx->chained); });
     if (ctx->rec != nullptr && Recorder::Peek() == ctx->rec) {
       Guard guard;
       CommFreeEvent f{ctx->comm, kApi_ncclProfilerFinalize, ncclSuccess};

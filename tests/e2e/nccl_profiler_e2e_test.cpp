@@ -15,17 +15,24 @@
 #include "replay/trace_reader.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
+#include "support/traces.h"
 
 namespace replay {
 namespace {
 
 using nlohmann::json;
+using testing::CheckFaulty;
+using testing::CheckTrace;
 using testing::Grep;
 using testing::Mpirun;
+using testing::ReadTrace;
 using testing::Replay;
 using testing::Run;
 using testing::RunResult;
+using testing::Sorted;
 using testing::TempDir;
+using testing::Titles;
+using testing::TraceRank;
 
 // A hung job is stopped after this many seconds (mpirun passes SIGTERM on to
 // its ranks, which record it); generous, so that a loaded machine still
@@ -44,51 +51,6 @@ std::string Train(const std::string& program, int ranks, const std::string& args
 RunResult Record(const std::string& dir, const std::string& command, const std::string& level = "hash",
                  const std::string& env = "") {
   return Run(env + " " + Replay() + " record --level " + level + " -o " + dir + " -- " + command);
-}
-
-std::vector<std::string> Sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-struct Rank {
-  std::unique_ptr<RankReader> reader;
-  const std::vector<Event>& events() const { return reader->events(); }
-  std::string Api(uint16_t api) const { return reader->header().ApiName(api); }
-  std::vector<std::string> Info(const std::string& key) const {
-    std::vector<std::string> out;
-    for (const Event& e : events()) {
-      if (e.kind == EventKind::kInfo && e.info_key() == key) out.emplace_back(e.info_value());
-    }
-    return out;
-  }
-};
-
-std::map<int, Rank> ReadTrace(const std::string& dir) {
-  auto t = TraceReader::Open(dir);
-  REQUIRE(t.ok());
-  std::map<int, Rank> out;
-  for (size_t i = 0; i < (*t)->ranks().size(); ++i) {
-    auto r = (*t)->OpenRank(i);
-    REQUIRE(r.ok());
-    int rank = (*r)->rank();
-    out[rank].reader = std::move(r).value();
-  }
-  return out;
-}
-
-json Check(const std::string& dir, int* exit_code) {
-  RunResult r = Run(Replay() + " check --json " + dir, 60);
-  INFO(r.output);
-  *exit_code = r.exit_code;
-  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
-  return json::parse(r.output);
-}
-
-std::string Titles(const json& report) {
-  std::string s;
-  for (const auto& f : report["findings"]) s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
-  return s;
 }
 
 // What every rank of a clean trace of nccl_train (4 ranks, `steps` steps)
@@ -150,7 +112,8 @@ void CheckWhole(const std::string& dir, int steps) {
       } else if (e.kind == EventKind::kCompletion && pending.count(e.completion.request) != 0) {
         const Event* op = pending[e.completion.request];
         CHECK(e.completion.seq == op->op.seq);
-        const bool fingerprinted = (e.completion.flags & op_flags::kHasRecvHash) != 0 || r.Api(op->op.api) == "ncclSend";
+        const bool fingerprinted =
+            (e.completion.flags & op_flags::kHasRecvHash) != 0 || r.Api(op->op.api) == "ncclSend";
         CHECK(fingerprinted);
         pending.erase(e.completion.request);
       }
@@ -179,7 +142,7 @@ TEST_CASE("NCCL linked into a program is recorded through NCCL's profiler plugin
   CHECK(Sorted(Grep(rec.output, "final-params")) == Sorted(Grep(plain.output, "final-params")));
   CheckWhole(tmp / "t", 4);
   int code = -1;
-  json k = Check(tmp / "t", &code);
+  json k = CheckTrace(tmp / "t", &code);
   INFO(Titles(k));
   CHECK(code == 0);
   RunResult info = Run(Replay() + " info " + (tmp / "t"));
@@ -213,11 +176,8 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   TempDir tmp;
   SECTION("a rank that skips the gradient allreduce") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 4, "--steps 6 --fault hang:rank=1,step=2")));
-    int code = -1;
-    json k = Check(tmp / "t", &code);
+    json k = CheckFaulty(tmp / "t");
     INFO(Titles(k));
-    CHECK(code == 1);
-    REQUIRE(!k["findings"].empty());
     const json& f = k["findings"][0];
     CHECK(f["kind"] == "missing_ranks");
     CHECK(f["op"] == "ncclAllReduce");
@@ -226,11 +186,8 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   }
   SECTION("a count mismatch") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 2, "--steps 6 --fault mismatch:rank=1,step=2")));
-    int code = -1;
-    json k = Check(tmp / "t", &code);
+    json k = CheckFaulty(tmp / "t");
     INFO(Titles(k));
-    CHECK(code == 1);
-    REQUIRE(!k["findings"].empty());
     const json& f = k["findings"][0];
     CHECK(f["kind"] == "mismatch");
     CHECK(f["op"] == "ncclAllReduce");
@@ -240,10 +197,8 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   SECTION("two communicators called in opposite orders: a deadlock on the devices") {
     RunResult rec = Record(tmp / "t", Stopped(Train(StaticTrain(), 4, "--steps 6 --fault order:rank=1,step=3")));
     INFO(rec.output);
-    int code = -1;
-    json k = Check(tmp / "t", &code);
+    json k = CheckFaulty(tmp / "t");
     INFO(Titles(k));
-    CHECK(code == 1);
     REQUIRE(k["findings"].size() >= 2);
     std::set<int> missing;
     for (const json& f : k["findings"]) {
@@ -257,10 +212,8 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   }
   SECTION("a NaN in one rank's gradient, which an in-place allreduce sends") {
     REQUIRE(Record(tmp / "t", Train(StaticTrain(), 4, "--steps 5 --fault nan:rank=3,step=2")).exit_code == 0);
-    int code = -1;
-    json k = Check(tmp / "t", &code);
+    json k = CheckFaulty(tmp / "t");
     INFO(Titles(k));
-    CHECK(code == 1);
     REQUIRE(k["findings"].size() == 1);
     const json& f = k["findings"][0];
     CHECK(f["kind"] == "nan_inf");

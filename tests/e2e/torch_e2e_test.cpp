@@ -1,9 +1,9 @@
 // End-to-end: PyTorch as Debian ships it (python3-torch, CPUs only) under the
-// preload. Its DistributedDataParallel over gloo, two ranks started as
-// torchrun starts them (Debian's torchrun itself fails on Python 3.11), must
-// print the same losses and parameters
-// whether the preload records or was told to stay out of the way
-// (REPLAY_DISABLE=1) as without it. Without a python3 that imports torch the
+// preload. Its DistributedDataParallel over gloo (tests/gpu/ddp_step.py
+// --cpu, the device check's trainer), two ranks started as torchrun starts
+// them (Debian's torchrun itself fails on Python 3.11), must print the same
+// losses and parameters whether the preload records or was told to stay out
+// of the way (REPLAY_DISABLE=1) as without it. Without a python3 that imports torch the
 // test says SKIPPED (tools/install-deps.sh installs python3-torch).
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -31,7 +31,7 @@ bool HaveTorch() { return Run(std::string(kPython) + " -c 'import torch.distribu
 // Two ranks, with the variables torchrun sets; exits non-zero if either does.
 std::string Torchrun(int port) {
   const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
-  const std::string rank = std::string(kPython) + " " + testing::TestProgram("torch_ddp.py");
+  const std::string rank = std::string(kPython) + " " + REPLAY_SOURCE_DIR "/tests/gpu/ddp_step.py 3 --cpu";
   return "sh -c \"" + env + " RANK=0 LOCAL_RANK=0 " + rank + " & a=\\$!; " + env + " RANK=1 LOCAL_RANK=1 " + rank +
          "; b=\\$?; wait \\$a; exit \\$((\\$? | b))\"";
 }

@@ -1,5 +1,6 @@
 """A few PyTorch DistributedDataParallel steps with the NCCL backend, for
-tests/gpu/device_check.sh to record under replay.
+tests/gpu/device_check.sh to record under replay (with --cpu, over gloo on
+CPUs, for tests/e2e/torch_e2e_test.cpp).
 
 World size 1 by default (one GPU; set RANK/WORLD_SIZE/MASTER_* or run under
 torchrun for more). The data and the model are seeded, so the printed losses
@@ -7,7 +8,9 @@ and the parameter digest are the same on every run, with or without the
 preload; an explicit all_reduce of the loss and a barrier each step make sure
 NCCL sees collectives of several shapes whatever DDP does at this world size.
 
-Usage: python3 ddp_step.py [STEPS] [--one-gpu] [--flight-recorder DIR]
+Usage: python3 ddp_step.py [STEPS] [--cpu] [--one-gpu] [--flight-recorder DIR]
+  --cpu                  gloo on CPUs instead of NCCL on GPUs (any PyTorch
+                         from 1.13 on)
   --one-gpu              every rank on GPU 0, each with its own NCCL_HOSTID, so
                          that NCCL takes them for ranks of different hosts (it
                          refuses two ranks of one host on one GPU) and runs
@@ -42,6 +45,7 @@ def nccl_linkage() -> str:
 def main() -> int:
     args = sys.argv[1:]
     steps = int(args[0]) if args and args[0].isdigit() else 5
+    cpu = "--cpu" in args
     one_gpu = "--one-gpu" in args
     fr_dir = args[args.index("--flight-recorder") + 1] if "--flight-recorder" in args else None
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -50,17 +54,21 @@ def main() -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if one_gpu:
         os.environ["NCCL_HOSTID"] = f"replay-device-check-{rank}"
-    device = torch.device("cuda", 0 if one_gpu else rank % torch.cuda.device_count())
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
-    if rank == 0:
+    if cpu:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    else:
+        device = torch.device("cuda", 0 if one_gpu else rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+    if rank == 0 and not cpu:
         print(f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))} linked-into-torch {nccl_linkage()}", flush=True)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
     ).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[device.index])
+    ddp = DistributedDataParallel(model, device_ids=None if cpu else [device.index])
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(1 + rank)
     for step in range(steps):

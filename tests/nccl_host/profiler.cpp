@@ -109,8 +109,22 @@ struct ApiState {
 };
 thread_local ApiState t_api;
 
-constexpr int kTaskEvents =
-    abi::kColl | abi::kP2p | abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
+// The events below a collective's or a send's task event: NCCL starts the task
+// event when any of them, or it, is wanted.
+constexpr int kTaskChildren = abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
+constexpr int kTaskEvents = abi::kColl | abi::kP2p | kTaskChildren;
+
+// The descriptor of a task event of `type` (kColl or kP2p) of an operation
+// called in API event `api`, part of `plan`'s group; null when the plugin
+// wants neither it nor its children.
+bool WantsTask(int type) { return Loaded() && (t_api.mask & (type | kTaskChildren)) != 0; }
+abi::DescrV6 TaskDescr(int type, const ncclComm* comm, void* api) {
+  abi::DescrV6 d{};
+  d.type = type;
+  d.parent = api;
+  d.rank = comm->rank;
+  return d;
+}
 
 }  // namespace
 
@@ -241,14 +255,8 @@ void* PlanStart(ncclComm* comm) {
 
 void* CollStart(ncclComm* comm, void* api, void* plan, uint64_t seq, const char* func, const void* send, void* recv,
                 size_t count, int root, ncclDataType_t type) {
-  if (!Loaded() || (t_api.mask & (abi::kColl | abi::kProxyOp | abi::kProxyStep | abi::kKernelCh |
-                                   abi::kNetPlugin)) == 0) {
-    return nullptr;
-  }
-  abi::DescrV6 d{};
-  d.type = abi::kColl;
-  d.parent = api;
-  d.rank = comm->rank;
+  if (!WantsTask(abi::kColl)) return nullptr;
+  abi::DescrV6 d = TaskDescr(abi::kColl, comm, api);
   d.coll.seq = seq;
   d.coll.func = func;
   d.coll.send = send;
@@ -264,15 +272,10 @@ void* CollStart(ncclComm* comm, void* api, void* plan, uint64_t seq, const char*
   return Start(comm->profiler_context, &d);
 }
 
-void* P2pStart(ncclComm* comm, void* api, void* plan, const char* func, void* buff, size_t count, ncclDataType_t type, int peer) {
-  if (!Loaded() || (t_api.mask & (abi::kP2p | abi::kProxyOp | abi::kProxyStep | abi::kKernelCh |
-                                   abi::kNetPlugin)) == 0) {
-    return nullptr;
-  }
-  abi::DescrV6 d{};
-  d.type = abi::kP2p;
-  d.parent = api;
-  d.rank = comm->rank;
+void* P2pStart(ncclComm* comm, void* api, void* plan, const char* func, void* buff, size_t count, ncclDataType_t type,
+               int peer) {
+  if (!WantsTask(abi::kP2p)) return nullptr;
+  abi::DescrV6 d = TaskDescr(abi::kP2p, comm, api);
   d.p2p.func = func;
   d.p2p.buff = buff;
   d.p2p.datatype = TypeName(type);
