@@ -32,6 +32,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 
+
+def say(line):
+    # One write per line: the ranks share stdout, and print may split a line
+    # in two writes that another rank's line falls between.
+    os.write(1, (line + "\n").encode())
+
 def nccl_linkage() -> str:
     """Whether the process has a libnccl.so.2 of its own (whose functions a
     preload can interpose) or NCCL only inside libtorch_cuda.so."""
@@ -62,7 +68,7 @@ def main() -> int:
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
     if rank == 0 and not cpu:
-        print(f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))} linked-into-torch {nccl_linkage()}", flush=True)
+        say(f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))} linked-into-torch {nccl_linkage()}")
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -81,12 +87,12 @@ def main() -> int:
         total = loss.detach().clone()
         dist.all_reduce(total)
         dist.barrier()
-        print(f"rank {rank} step {step} loss {total.item() / world:.6f}", flush=True)
+        say(f"rank {rank} step {step} loss {total.item() / world:.6f}")
 
     digest = hashlib.sha256()
     for p in model.parameters():
         digest.update(p.detach().cpu().numpy().tobytes())
-    print(f"rank {rank} params {digest.hexdigest()[:16]}", flush=True)
+    say(f"rank {rank} params {digest.hexdigest()[:16]}")
     if fr_dir is not None:
         try:
             dump = torch._C._distributed_c10d._dump_nccl_trace(
@@ -95,9 +101,9 @@ def main() -> int:
             os.makedirs(fr_dir, exist_ok=True)
             with open(os.path.join(fr_dir, f"nccl_trace_rank_{rank}"), "wb") as f:
                 f.write(dump)
-            print(f"flight recorder: rank {rank} dumped {len(dump)} bytes", flush=True)
+            say(f"flight recorder: rank {rank} dumped {len(dump)} bytes")
         except Exception as e:  # the losses above stand; the dump's step reports it
-            print(f"flight recorder: rank {rank} could not dump: {e!r}", flush=True)
+            say(f"flight recorder: rank {rank} could not dump: {e!r}")
     dist.destroy_process_group()
     return 0
 
