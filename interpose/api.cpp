@@ -18,6 +18,10 @@ const char* const kNames[] = {
 #undef REPLAY_RNG
 #undef REPLAY_RNG_OPEN
     "replay_mark",
+#ifdef REPLAY_HAVE_NCCL
+    "ncclProfilerInit",
+    "ncclProfilerFinalize",
+#endif
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kApiCount);
 

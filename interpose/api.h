@@ -1,6 +1,6 @@
 // api.h: the ids and names of every intercepted function.
 //
-// Expanded from the family tables (mpi_api.def, rng_api.def); an id is the
+// Expanded from the family tables (mpi_api.def, nccl_api.def, rng_api.def); an id is the
 // index of the function's name in the rank header's apiNames. Ids may change
 // between versions of replay: traces carry their own name table.
 #pragma once
@@ -26,6 +26,12 @@ enum ApiId : uint16_t {
 #undef REPLAY_RNG
 #undef REPLAY_RNG_OPEN
   kApi_replay_mark,
+#ifdef REPLAY_HAVE_NCCL
+  // Not functions: a communicator seen and freed by NCCL's profiler plugin
+  // interface (nccl_profiler.h), whose creating call is not known.
+  kApi_ncclProfilerInit,
+  kApi_ncclProfilerFinalize,
+#endif
   kApiCount
 };
 

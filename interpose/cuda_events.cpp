@@ -31,6 +31,7 @@ namespace {
 // to what we need (CUresult is an int; handles are pointers).
 using CUresult = int;
 constexpr CUresult kSuccess = 0;
+constexpr CUresult kInvalidValue = 1;          // CUDA_ERROR_INVALID_VALUE
 constexpr CUresult kNotReady = 600;            // CUDA_ERROR_NOT_READY
 constexpr CUresult kContextIsDestroyed = 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -162,6 +163,49 @@ struct Watch {
   std::function<void(int error)> done;
 };
 
+// CUDA events the recorder placed and saw complete, kept for reuse: creating
+// one costs several microseconds on every operation otherwise. Per context;
+// forgotten, not destroyed, when a context is torn down (they went with it).
+class EventPool {
+ public:
+  void* Take(const Driver& d, void* ctx) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
+        if (it->first != ctx) continue;
+        void* e = it->second;
+        free_.erase(std::next(it).base());
+        return e;
+      }
+    }
+    void* e = nullptr;
+    return d.event_create(&e, kEventDisableTiming) == kSuccess ? e : nullptr;
+  }
+  void Give(const Driver& d, void* ctx, void* event) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (free_.size() < kKeep) {
+      free_.emplace_back(ctx, event);
+      return;
+    }
+    lock.unlock();
+    d.event_destroy(event);
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.clear();
+  }
+
+ private:
+  static constexpr size_t kKeep = 256;
+  std::mutex mu_;
+  std::vector<std::pair<void*, void*>> free_;  // context, event
+};
+
+EventPool& TheEventPool() {
+  static auto* p = new EventPool();
+  return *p;
+}
+
 // Asks the driver about a watch's work (in its context): kNotReady while it
 // runs, else what became of it. An error counts as success when `reached()`
 // says the application saw the work complete first (the error came from work
@@ -174,7 +218,11 @@ CUresult Query(const Driver& d, const Watch& w, Reached&& reached) {
   return r != kSuccess && r != kNotReady && reached() ? kSuccess : r;
 }
 void Conclude(const Driver& d, Watch& w, CUresult r) {
-  d.event_destroy(w.event);
+  if (r == kSuccess) {
+    TheEventPool().Give(d, w.ctx, w.event);
+  } else {
+    d.event_destroy(w.event);
+  }
   w.done(r == kSuccess ? 0 : static_cast<int>(r));
 }
 
@@ -184,6 +232,7 @@ void Conclude(const Driver& d, Watch& w, CUresult r) {
 class Poller {
  public:
   void Add(Watch w) {
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.push_back(std::move(w));
@@ -191,8 +240,9 @@ class Poller {
         started_ = true;
         std::thread([this] { Loop(); }).detach();
       }
+      wake = idle_;  // a busy poller finds it at its next pass: no system call on the caller's thread
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
   size_t size() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -252,7 +302,9 @@ class Poller {
     RelaxedCapture relaxed(d);  // for the thread's life
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
+      idle_ = true;
       cv_.wait(lock, [&] { return !pending_.empty(); });
+      idle_ = false;
       // Oldest first: work on one stream completes in order.
       bool waiting = false;
       while (!pending_.empty() && !waiting) {
@@ -289,6 +341,7 @@ class Poller {
   std::condition_variable cv_;
   std::deque<Watch> pending_;
   bool started_ = false;
+  bool idle_ = false;  // waiting for a watch (under mu_)
 };
 
 Poller& ThePoller() {
@@ -469,7 +522,10 @@ class StagingPool {
  private:
   static constexpr unsigned kPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE: usable from every context
   static constexpr size_t kMinBytes = size_t{64} << 10;
-  static constexpr size_t kKeepBytes = size_t{256} << 20;
+  // Enough for a few operations of a large model's gradient buckets in
+  // flight at level data: allocating page-locked memory takes longer than
+  // copying into it.
+  static constexpr size_t kKeepBytes = size_t{1} << 30;
 
   static size_t SizeClass(size_t bytes) {
     size_t size = kMinBytes;
@@ -518,14 +574,16 @@ int CurrentDevice() {
   return device;
 }
 
-bool IsDevicePointer(const void* ptr) {
+bool IsDevicePointer(const void* ptr) { return MemoryOf(ptr) == Memory::kDevice; }
+
+Memory MemoryOf(const void* ptr) {
   const Driver& d = D();
-  if (!d.ok || ptr == nullptr) return false;
+  if (!d.ok || ptr == nullptr) return Memory::kHost;
   unsigned type = 0;
-  if (d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<uint64_t>(ptr)) != kSuccess) {
-    return false;
-  }
-  return type == kMemoryTypeDevice;
+  CUresult r = d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<uint64_t>(ptr));
+  if (r == kInvalidValue) return Memory::kHost;  // memory the driver does not know
+  if (r != kSuccess) return Memory::kUnknown;
+  return type == kMemoryTypeDevice ? Memory::kDevice : Memory::kHost;
 }
 
 bool IsCapturing(void* stream) {
@@ -544,8 +602,8 @@ bool WatchStream(void* stream, std::function<void(int error)> done) {
   if (d.stream_get_ctx == nullptr || stream == nullptr || d.stream_get_ctx(stream, &ctx) != kSuccess) {
     d.ctx_get_current(&ctx);
   }
-  void* event = nullptr;
-  if (d.event_create(&event, kEventDisableTiming) != kSuccess) return false;
+  void* event = TheEventPool().Take(d, ctx);
+  if (event == nullptr) return false;
   if (d.event_record(event, stream) != kSuccess) {
     d.event_destroy(event);
     return false;
@@ -699,6 +757,7 @@ void Teardown::Finish(int rc) noexcept {
   }
   TheKernels().Forget();
   TheStagingPool().Forget();
+  TheEventPool().Forget();
   TheDevices().Forget();
 }
 

@@ -33,6 +33,13 @@ int CurrentDevice();
 // pointers and without a driver).
 bool IsDevicePointer(const void* ptr);
 
+// What `ptr` points to: host memory (also any the driver does not know, and
+// all memory without a driver), device memory, or unknown when the driver
+// would not say (asked from a CUDA host callback, where no CUDA call is
+// allowed): then it must not be read, on the host or the device.
+enum class Memory { kHost, kDevice, kUnknown };
+Memory MemoryOf(const void* ptr);
+
 // Whether `stream` is capturing a CUDA graph: work "enqueued" on it then runs
 // at each launch of the graph, and anything the recorder enqueued there would
 // become part of the application's graph. WatchStream and StageFromDevice

@@ -16,6 +16,7 @@
 
 #include "cuda_hook.h"
 #include "dlsym_hook.h"
+#include "inert.h"
 #include "log.h"
 #include "replay/settings.h"
 
@@ -251,10 +252,7 @@ void PatchFrom(const link_map* first, void* scope, unsigned long long unloads) {
   }
 }
 
-bool Enabled() {
-  Settings s = Settings::FromEnvironment();
-  return s.disable != "1" && s.cuda_linked != "0";
-}
+bool Enabled() { return WrapsDriver() && Settings::FromEnvironment().cuda_linked != "0"; }
 
 }  // namespace
 

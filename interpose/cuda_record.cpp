@@ -114,7 +114,11 @@ void WriteKernels(Recorder* rec, uint64_t stream, HandleState* s, int32_t device
 }  // namespace
 
 bool Call::Begin() noexcept {
-  if (!guard_.outermost() || rerun::Active()) return false;
+  // Kernel launches are counted wherever they are made: inside an NCCL call
+  // they are the operation's own kernels, on its stream.
+  if (rerun::Active() || (op_ != CudaOp::kKernels && (!guard_.outermost() || t_nccl_launch != nullptr))) {
+    return false;
+  }
   try {
     rec_ = Recorder::Get();
   } catch (...) {

@@ -18,9 +18,12 @@
 //   answers left out.
 // - cuCtxSetCurrent is written when it changes the thread's context.
 //
-// Calls made inside another intercepted call (by NCCL inside an NCCL call, by
-// the recorder itself) and calls of a process that is re-run or not recorded
-// pass straight through.
+// Calls made inside another intercepted call (by NCCL inside an NCCL call),
+// by NCCL while it launches a group's work (a statically linked NCCL, seen
+// through its profiler events), and calls of a process that is re-run or not
+// recorded pass straight through, except kernel launches, which are counted on their stream wherever
+// they are made: NCCL's own kernels are how a stream's NCCL work shows. The
+// recorder's own driver calls never reach the wrappers.
 //
 // Thread safety: a Call lives on one thread's stack; the per-stream and
 // per-event state it updates is lock-free and shared by all threads.

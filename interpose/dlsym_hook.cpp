@@ -10,6 +10,7 @@ void* replay::interpose::RealDlsym(void* handle, const char* name) { return dlsy
 
 #include "cuda_hook.h"
 #include "cuda_imports.h"
+#include "inert.h"
 
 namespace replay::interpose {
 namespace {
@@ -55,6 +56,7 @@ replay_dlsym_hook(void* handle, const char* name) noexcept {
   using namespace replay::interpose;
   cuda::DlsymFn real = RealDlsymFunction();
   ReplayDlsymHookResult r{nullptr, reinterpret_cast<void*>(real)};
+  if (!WrapsDriver()) return r;
   // A module the program opened and now looks into may be linked against
   // libcuda (cuda_imports.h).
   if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) cuda::PatchObjectOf(handle);

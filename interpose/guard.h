@@ -22,6 +22,11 @@ inline bool ProgramThread() {
 }
 inline void NoteProgramThread() { t_program_thread = 1; }
 
+// Set while the calling thread is inside NCCL launching a group's work, as
+// NCCL's profiler events say (nccl_profiler.h): the CUDA calls made there are
+// NCCL's own, not the application's, and only its kernel launches count.
+extern thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec")));
+
 class Guard {
  public:
   Guard() { ++t_depth; }

@@ -14,6 +14,7 @@
 
 #include "cuda_events.h"
 #include "log.h"
+#include "nccl_profiler.h"
 #include "record/fingerprint.h"
 #include "replay/event_format.h"
 #include "replay/op_shape.h"
@@ -23,30 +24,6 @@
 namespace replay::interpose::nccl {
 namespace {
 
-// Per thread, as NCCL's own group state: nesting depth and the id of the
-// outermost group, and the operations waiting for its end to be enqueued.
-struct Pending {
-  uint64_t request;
-  uint16_t api;
-  uint64_t comm;
-  uint64_t seq;
-  uint64_t peer_seq;
-  void* recv;
-  size_t bytes;
-  DataType dtype;
-  cudaStream_t stream;
-  bool device;
-  int32_t source;     // ncclRecv: the peer it receives from; else kNoPeer
-  int64_t received;   // ncclRecv: elements received; else -1
-  // Device operations: page-locked copies of the data, made on the
-  // operation's stream (cuda::StageFromDevice), read once it completed.
-  void* send_stage;
-  size_t send_bytes;
-  DataType send_dtype;
-  cuda::DeviceFingerprint* send_fp;  // or fingerprinted by a kernel on the stream, before it
-  bool captured;  // into a CUDA graph: it runs at each launch of the graph, not now
-};
-
 // Whether device data of `bytes` bytes is copied to the host to be
 // fingerprinted (and, at level data, stored): always at level data, up to the
 // hash limit at level hash. Beyond it an operation carries no fingerprint.
@@ -54,6 +31,8 @@ bool StageDeviceData(const Recorder* rec, size_t bytes) {
   if (bytes == 0 || rec->level() == Level::kMeta) return false;
   return rec->level() == Level::kData || bytes <= rec->fingerprints().hash_limit;
 }
+// Per thread, as NCCL's own group state: nesting depth and the id of the
+// outermost group, and the operations waiting for its end to be enqueued.
 thread_local int t_group_depth = 0;
 thread_local uint32_t t_group_id = 0;
 thread_local std::vector<Pending> t_group_ops;
@@ -84,20 +63,24 @@ int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
   return v;
 }
 
-// Completion of an enqueued operation: on the GPU, when the stream reaches it;
-// for host memory (the host NCCL), now.
+}  // namespace
+
 void Complete(Recorder* rec, const Pending& p) {
   // A captured operation has nothing to complete now, and nothing may be
   // enqueued after it: it would become part of the application's graph.
   if (p.captured) return;
   // The received bytes of a device operation, fingerprinted by a kernel after
-  // it on its stream, or copied there (level data needs the bytes).
+  // it on its stream (its NaN/Inf scan of every element is what costs the
+  // host most) and, at level data, copied there to page-locked memory, which
+  // the host then only hashes whole to store it. Without the kernel the copy
+  // is fingerprinted on the host.
   void* recv_stage = nullptr;
   cuda::DeviceFingerprint* recv_fp = nullptr;
-  if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() == Level::kHash) {
+  const bool data = rec->level() == Level::kData;
+  if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
     recv_fp = cuda::FingerprintOnDevice(p.recv, p.bytes, p.dtype, rec->fingerprints(), p.stream);
   }
-  if (p.device && p.recv != nullptr && recv_fp == nullptr && StageDeviceData(rec, p.bytes)) {
+  if (p.device && p.recv != nullptr && (recv_fp == nullptr || data) && StageDeviceData(rec, p.bytes)) {
     recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
   }
   auto finish = [rec, p, recv_stage, recv_fp](int error) {
@@ -118,7 +101,7 @@ void Complete(Recorder* rec, const Pending& p) {
                       " was reported on its stream before the operation was seen to complete on the GPU");
       return;
     }
-    std::optional<Fingerprint> sent, received_fp;
+    std::optional<Fingerprint> sent = p.sent, received_fp;
     if (p.send_fp != nullptr) sent = cuda::TakeFingerprint(p.send_fp);
     if (recv_fp != nullptr) received_fp = cuda::TakeFingerprint(recv_fp);
     struct Release {
@@ -154,6 +137,14 @@ void Complete(Recorder* rec, const Pending& p) {
       c.recv_nan = received_fp->nan;
       c.recv_inf = received_fp->inf;
       c.flags |= op_flags::kHasRecvHash;
+      if (rec->level() == Level::kData && received != nullptr) {
+        uint64_t full = received_fp->sampled ? Hash64(received, p.bytes) : received_fp->hash;
+        auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(received), p.bytes}, full);
+        if (ref.ok()) {
+          c.payload_hash = ref->hash;
+          c.payload_size = ref->size;
+        }
+      }
     } else if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
       Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, rec->fingerprints());
       c.recv_hash = f.hash;
@@ -195,9 +186,6 @@ void Complete(Recorder* rec, const Pending& p) {
   finish(0);
 }
 
-// An operation that was not enqueued after all (its call or its group failed,
-// or the group was only simulated): what the recorder enqueued for it is
-// released once the stream has run it.
 void Discard(const Pending& p) {
   void* stage = p.send_stage;
   cuda::DeviceFingerprint* fp = p.send_fp;
@@ -215,7 +203,34 @@ void Discard(const Pending& p) {
   }
 }
 
-}  // namespace
+SendSide TakeSendSide(Recorder* rec, const void* send, size_t bytes, DataType dtype, bool device,
+                      cudaStream_t stream) {
+  SendSide side;
+  if (send == nullptr || bytes == 0 || rec->level() == Level::kMeta) return side;
+  if (!device) {
+    side.host = FingerprintBuffer(send, bytes, dtype, rec->fingerprints());
+    return side;
+  }
+  side.fp = cuda::FingerprintOnDevice(send, bytes, dtype, rec->fingerprints(), stream);
+  if (side.fp == nullptr && StageDeviceData(rec, bytes)) {
+    side.stage = cuda::StageFromDevice(send, bytes, stream);
+    if (side.stage != nullptr) side.stage_bytes = bytes;
+  }
+  return side;
+}
+
+OpArgs ArgsOf(OpKind kind, size_t count, int nranks, int rank, int root) {
+  OpArgs a;
+  a.kind = kind;
+  a.size = a.peers = nranks;
+  a.rank = rank;
+  a.is_root = ShapeOf(kind).rooted && rank >= 0 && rank == root;
+  a.root_copies = true;  // NCCL's root has a receive buffer of its own
+  a.send_count = a.recv_count = static_cast<int64_t>(count);
+  return a;
+}
+
+uint64_t NextRequest() { return g_next_request.fetch_add(1, std::memory_order_relaxed); }
 
 void* NcclFunction(const char* name) {
   std::string alias = std::string("p") + name;
@@ -360,7 +375,7 @@ void Call::DoEnter() {
     case Shape::kColl:
     case Shape::kP2p: {
       op_.flags = op_flags::kNonBlocking;
-      op_.request = g_next_request.fetch_add(1);
+      op_.request = NextRequest();
       op_.dtype = TypeOf(datatype);
       op_.dtype_size = static_cast<uint32_t>(esize);
       op_.count = static_cast<int64_t>(count);
@@ -386,23 +401,18 @@ void Call::DoEnter() {
         op_.peer = peer;
         if (cs_ != nullptr) op_.peer_seq = kind_ == OpKind::kSend ? cs_->NextSend(peer) : cs_->NextRecv(peer);
       }
-      // What this rank sends, in elements: the collective's input.
-      const size_t send_elems = static_cast<size_t>(Totals(Args()).send);
-      op_.bytes = send_elems * esize;
-      if (device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
-        // Enqueued ahead of the operation on its stream: a kernel that
-        // fingerprints the bytes it will send, or a copy of them.
-        send_fp_ = cuda::FingerprintOnDevice(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints(), stream);
-        if (send_fp_ == nullptr && StageDeviceData(rec_, send_elems * esize)) {
-          send_stage_ = cuda::StageFromDevice(sendbuff, send_elems * esize, stream);
-          send_stage_bytes_ = send_elems * esize;
-        }
-      }
-      if (!device_ && sendbuff != nullptr && send_elems > 0 && rec_->level() != Level::kMeta) {
-        Fingerprint f = FingerprintBuffer(sendbuff, send_elems * esize, op_.dtype, rec_->fingerprints());
-        op_.send_hash = f.hash;
-        op_.send_nan = f.nan;
-        op_.send_inf = f.inf;
+      // What this rank sends: the collective's input.
+      op_.bytes = static_cast<uint64_t>(Totals(Args()).send) * esize;
+      // Device data: a kernel that fingerprints the bytes it will send, or a
+      // copy of them, enqueued ahead of the operation on its stream.
+      SendSide side = TakeSendSide(rec_, sendbuff, op_.bytes, op_.dtype, device_, stream);
+      send_fp_ = side.fp;
+      send_stage_ = side.stage;
+      send_stage_bytes_ = side.stage_bytes;
+      if (side.host) {
+        op_.send_hash = side.host->hash;
+        op_.send_nan = side.host->nan;
+        op_.send_inf = side.host->inf;
         op_.flags |= op_flags::kHasSendHash;
       }
       rec_->Append(EventKind::kOp, op_, call_site_);
@@ -456,22 +466,29 @@ void Call::AppendError(ncclResult_t rc, uint64_t comm_id) {
 }
 
 OpArgs Call::Args() const {
-  OpArgs a;
-  a.kind = kind_;
-  a.size = a.peers = cs_ != nullptr ? cs_->size : 1;
-  a.rank = cs_ != nullptr ? cs_->rank : -1;
-  a.is_root = ShapeOf(kind_).rooted && cs_ != nullptr && cs_->rank == root;
-  a.root_copies = true;  // NCCL's root has a receive buffer of its own
-  a.send_count = a.recv_count = static_cast<int64_t>(count);
-  return a;
+  return ArgsOf(kind_, count, cs_ != nullptr ? cs_->size : 1, cs_ != nullptr ? cs_->rank : -1, root);
 }
 
 void Call::Enqueued() {
-  const size_t bytes = static_cast<size_t>(Totals(Args()).recv) * SizeOf(datatype);
   const bool recv = kind_ == OpKind::kRecv;
-  Pending p{op_.request, api_,    op_.comm, op_.seq, op_.peer_seq, recvbuff, bytes, TypeOf(datatype), stream, device_,
-            recv ? peer : kNoPeer, recv ? static_cast<int64_t>(count) : -1, send_stage_, send_stage_bytes_,
-            TypeOf(datatype), send_fp_, captured_};
+  Pending p;
+  p.request = op_.request;
+  p.api = api_;
+  p.comm = op_.comm;
+  p.seq = op_.seq;
+  p.peer_seq = op_.peer_seq;
+  p.recv = recvbuff;
+  p.bytes = static_cast<size_t>(Totals(Args()).recv) * SizeOf(datatype);
+  p.dtype = TypeOf(datatype);
+  p.stream = stream;
+  p.device = device_;
+  p.source = recv ? peer : kNoPeer;
+  p.received = recv ? static_cast<int64_t>(count) : -1;
+  p.send_stage = send_stage_;
+  p.send_bytes = send_stage_bytes_;
+  p.send_dtype = TypeOf(datatype);
+  p.send_fp = send_fp_;
+  p.captured = captured_;
   send_stage_ = nullptr;
   send_fp_ = nullptr;
   if (t_group_depth > 0) {
@@ -503,6 +520,8 @@ void Call::LeaveCreate(ncclResult_t rc) {
   auto announce = [&](ncclComm_t c, uint64_t id, uint64_t parent, int size, int my_rank, uint64_t uid) {
     if (c == nullptr) return;
     rec_->comms().Insert(Handle(c), id, size, my_rank, {});
+    rec_->NoteNcclCommunicator(my_rank, size);
+    nccl_profiler::NoteApiPath();
     CommCreateEvent e{};
     e.comm = id;
     e.parent = parent;

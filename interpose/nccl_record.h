@@ -25,6 +25,7 @@
 
 #include "api.h"
 #include "guard.h"
+#include "record/fingerprint.h"
 #include "record/recorder.h"
 #include "replay/op_shape.h"
 #include "replay/oracle.h"
@@ -115,6 +116,64 @@ class Call {
   size_t send_stage_bytes_ = 0;
   cuda::DeviceFingerprint* send_fp_ = nullptr;  // or its fingerprint, by a kernel
 };
+
+// An enqueued operation whose completion is yet to be recorded: on the GPU,
+// when its stream reaches it; for host memory, at once.
+struct Pending {
+  uint64_t request = 0;
+  uint16_t api = 0;
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  uint64_t peer_seq = 0;
+  void* recv = nullptr;
+  size_t bytes = 0;  // received
+  DataType dtype = DataType::kUnknown;
+  cudaStream_t stream = nullptr;
+  bool device = false;
+  int32_t source = kNoPeer;  // ncclRecv: the peer it receives from
+  int64_t received = -1;     // ncclRecv: elements received
+  // What it sent, when not on the op event: device data copied to page-locked
+  // memory on the stream (cuda::StageFromDevice) or fingerprinted there by a
+  // kernel, both before the operation; or fingerprinted on the host.
+  void* send_stage = nullptr;
+  size_t send_bytes = 0;
+  DataType send_dtype = DataType::kUnknown;
+  cuda::DeviceFingerprint* send_fp = nullptr;
+  std::optional<Fingerprint> sent;
+  bool captured = false;  // into a CUDA graph: it runs at each launch of the graph, not now
+};
+
+// Records `p`'s completion with its fingerprints (and, at level data, the
+// received bytes): device operations once their stream ran what the recorder
+// enqueued after them on it (a kernel fingerprinting, or a copy of, what they
+// received), host ones now. Takes over what `p` holds.
+void Complete(Recorder* rec, const Pending& p);
+// An operation that was not enqueued after all (its call or its group failed,
+// or the group was only simulated): what the recorder enqueued for it is
+// released once the stream has run it.
+void Discard(const Pending& p);
+
+// What the recorder does with `bytes` bytes of the device data of an
+// operation: with a kernel on its stream (or, without one, a copy) before the
+// operation for what it sends, after it for what it receives.
+struct SendSide {
+  cuda::DeviceFingerprint* fp = nullptr;
+  void* stage = nullptr;
+  size_t stage_bytes = 0;
+  std::optional<Fingerprint> host;  // host memory: fingerprinted now
+};
+// The send side of an operation about to run on `stream` (nothing at level
+// meta, or for no bytes).
+SendSide TakeSendSide(Recorder* rec, const void* send, size_t bytes, DataType dtype, bool device,
+                      cudaStream_t stream);
+
+// An NCCL call's arguments, for the elements it sends and receives
+// (op_shape.h): one `count` for both sides, on a communicator of `nranks`
+// where this is `rank` (-1: unknown).
+OpArgs ArgsOf(OpKind kind, size_t count, int nranks, int rank, int root);
+
+// A request id for an NCCL operation, apart from MPI's.
+uint64_t NextRequest();
 
 // The NCCL function `name` the application would have called: NCCL's own
 // profiling alias p<name> when the library has it, else the next <name>.

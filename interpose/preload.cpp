@@ -5,6 +5,7 @@
 // recorder and reads whether the process re-runs a recording
 // (replay/session.h). Recording starts at the first recorded call (see
 // Recorder::Get), which then installs signal handlers and fork hooks here.
+// Told to stay out of the way (inert.h), loading does nothing at all.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@
 #include "cuda_record.h"
 #endif
 #include "guard.h"
+#include "inert.h"
 #ifdef REPLAY_HAVE_NCCL
 #include "nccl_record.h"
 #endif
@@ -34,6 +36,7 @@ thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 thread_local signed char t_program_thread __attribute__((tls_model("initial-exec"))) = -1;
 
 bool IsMainThread() { return syscall(SYS_gettid) == getpid(); }
+thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
@@ -50,10 +53,13 @@ void OnActivation() {
 #ifdef REPLAY_HAVE_NCCL
 // A program whose NCCL is linked in statically never calls the wrappers, so
 // recording may never start: look once more at exit.
-__attribute__((destructor)) void CheckNcclAtExit() { nccl::CheckForStaticNccl(); }
+__attribute__((destructor)) void CheckNcclAtExit() {
+  if (!Inert()) nccl::CheckForStaticNccl();
+}
 #endif
 
 __attribute__((constructor)) void LoadPreload() {
+  if (Inert()) return;
   rerun::Detect();
   Recorder::SetApiNames(AllApiNames());
   Recorder::SetActivationHook(OnActivation);

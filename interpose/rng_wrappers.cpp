@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "inert.h"
 #include "rng_record.h"
 
 #define REPLAY_EXPORT __attribute__((visibility("default")))
@@ -31,9 +32,10 @@ Fn Next(std::atomic<void*>& slot, const char* name) {
   extern "C" REPLAY_EXPORT ret name params noexcept {                                         \
     static std::atomic<void*> real_##name{nullptr};                                          \
     using Fn = ret(*) params;                                                                 \
+    Fn real = Next<Fn>(real_##name, #name);                                                   \
+    if (real != nullptr && ::replay::interpose::Inert()) return real args;                    \
     return ::replay::interpose::rng::On_##name(                                               \
-        Next<Fn>(real_##name, #name), REPLAY_UNPAREN args,                                    \
-        reinterpret_cast<uint64_t>(__builtin_return_address(0)));                            \
+        real, REPLAY_UNPAREN args, reinterpret_cast<uint64_t>(__builtin_return_address(0)));  \
   }
 
 #define REPLAY_RNG_OPEN(name, params, args)                                                   \
@@ -49,6 +51,7 @@ Fn Next(std::atomic<void*>& slot, const char* name) {
     }                                                                                         \
     Fn real = Next<Fn>(real_##name, #name);                                                   \
     if (real == nullptr) return -1;                                                           \
+    if (::replay::interpose::Inert()) return real(REPLAY_UNPAREN args, mode);                 \
     return ::replay::interpose::rng::Opened(real(REPLAY_UNPAREN args, mode), path);           \
   }
 

@@ -3,7 +3,11 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <string>
+#include <vector>
 
+#include "analysis/rank_set.h"
 #include "command.h"
 #include "replay/event_format.h"
 #include "replay/trace_reader.h"
@@ -18,7 +22,9 @@ namespace {
 constexpr const char* kHelp = R"(Summarise a trace: its ranks and, for each, its status (complete,
 salvaged after crash, still being written, recording failed), events, time span,
 bytes on disk, compression ratio, payload bytes and any dropped events or
-damaged blocks.
+damaged blocks; and how each rank's NCCL calls were recorded: through the NCCL
+API of a libnccl.so.2 the program loaded ("api"), or through NCCL's profiler
+plugin interface, for NCCL linked into the program ("profiler plugin").
 
 Exit status: 0 when the trace was read, 2 when it could not be.)";
 
@@ -38,6 +44,7 @@ struct RankRow {
   RankStats stats;
   std::vector<TraceProblem> problems;
   int fatal_signal = 0;
+  std::vector<std::string> nccl_paths;  // how its NCCL calls were recorded
 };
 
 RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* progress) {
@@ -50,6 +57,7 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* p
   row.close_reason = rr.header().close_reason;
   auto walk = rr.ForEachEvent(progress->Counting([&](const Event& e) {
     if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
+    if (e.kind == EventKind::kInfo && e.info_key() == "nccl.recorded_by") row.nccl_paths.emplace_back(e.info_value());
     return true;
   }));
   if (!walk.ok()) {
@@ -143,6 +151,7 @@ int Run(const std::string& dir, bool json) {
         r["close_reason"] = std::string(CloseReasonName(row.close_reason));
       }
       if (row.fatal_signal) r["fatal_signal"] = row.fatal_signal;
+      if (!row.nccl_paths.empty()) r["nccl_recorded_by"] = row.nccl_paths;
       r["problems"] = nlohmann::json::array();
       for (const TraceProblem& p : row.problems) {
         r["problems"].push_back({{"file", p.file}, {"offset", p.offset}, {"length", p.length},
@@ -201,6 +210,23 @@ int Run(const std::string& dir, bool json) {
                 row.events, HumanDuration(span).c_str(), HumanBytes(s.stored_bytes).c_str(),
                 HumanBytes(s.raw_bytes).c_str(), ratio,
                 s.payload_bytes ? HumanBytes(s.payload_bytes).c_str() : "-", problems.c_str());
+  }
+  // How NCCL was recorded, rank ranges by way.
+  std::map<std::string, std::vector<int32_t>> by_path;
+  for (const RankRow& row : rows) {
+    std::string path;
+    for (const std::string& p : row.nccl_paths) path += (path.empty() ? "" : " and ") + p;
+    if (!path.empty()) by_path[path].push_back(row.rank);
+  }
+  if (!by_path.empty()) {
+    std::printf("\n  NCCL recorded through:\n");
+    for (const auto& [path, ranks] : by_path) {
+      std::printf("    %s: %s\n", path == "api" ? "the NCCL API (libnccl.so.2 loaded by the program)"
+                                               : path == "profiler plugin"
+                                                     ? "NCCL's profiler plugin (NCCL linked into the program)"
+                                                     : path.c_str(),
+                  ("rank" + std::string(ranks.size() == 1 ? " " : "s ") + analysis::FormatRanks(ranks)).c_str());
+    }
   }
   bool any = !t.problems().empty();
   for (const RankRow& row : rows) any = any || !row.problems.empty();

@@ -31,7 +31,7 @@ namespace replay::cli {
 namespace {
 
 constexpr const char* kHelp = R"(Run COMMAND with the recorder preloaded, so that every process it starts
-that communicates (MPI today) records its rank into DIR. Typical:
+that communicates (MPI, NCCL) records its rank into DIR. Typical:
 
   replay record -o trace -- mpirun -np 4 ./train
 
@@ -39,6 +39,11 @@ Processes that never communicate (the launcher, shells, helpers) are not
 recorded and behave exactly as without replay. At the end, prints where the
 trace is and one line per rank, and exits with COMMAND's exit status (128+N
 if it died of signal N).
+
+NCCL linked into the program (PyTorch's, say) is recorded through NCCL's
+profiler plugin interface: replay sets NCCL_PROFILER_PLUGIN to the recorder,
+which passes NCCL's profiler calls on to the plugin NCCL_PROFILER_PLUGIN named
+before (REPLAY_NCCL_PROFILER_PLUGIN), or to libnccl-profiler.so if there is one.
 
 For launchers that start ranks on other hosts, the recorder must reach them:
 replay sets OMPI_MCA_mca_base_env_list so Open MPI forwards its settings; with
@@ -180,13 +185,19 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
     return Fail("record", ms);
   }
   PreloadInterposer(lib);
+  // The recorder is NCCL's profiler plugin too, and passes NCCL's calls on to
+  // the plugin the user chose.
+  if (const char* chosen = std::getenv("NCCL_PROFILER_PLUGIN"); chosen != nullptr && *chosen != '\0') {
+    setenv(setting_names::nccl_profiler_plugin, chosen, 0);
+  }
+  setenv("NCCL_PROFILER_PLUGIN", AbsolutePath(lib).c_str(), 1);
   setenv("REPLAY_DIR", dir.c_str(), 1);
   setenv("REPLAY_LEVEL", level.c_str(), 1);
   setenv("REPLAY_TRACE_UUID", UuidToString(uuid).c_str(), 1);
   setenv("REPLAY_COMMAND", JoinCommand(command).c_str(), 1);
   // Open MPI forwards these to ranks on other hosts: the preload, and every
   // setting that is set (the ones above always are).
-  std::string forward = "LD_PRELOAD;REPLAY_COMMAND";
+  std::string forward = "LD_PRELOAD;NCCL_PROFILER_PLUGIN;REPLAY_COMMAND";
   for (const SettingInfo& setting : AllSettings()) {
     if (std::getenv(setting.name) != nullptr) forward += std::string(";") + setting.name;
   }

@@ -16,6 +16,8 @@ packages=(
   # The corpus of real MPI programs the end-to-end tests record and re-run
   # (tests/e2e/corpus_e2e_test.cpp).
   python3-mpi4py python3-numpy scotch ptscotch
+  # PyTorch as Debian ships it (CPU), for tests/e2e/torch_e2e_test.cpp.
+  python3-torch
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev)

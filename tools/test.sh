@@ -37,8 +37,9 @@ run_suite build
 if [[ $sanitize -eq 1 ]]; then
   # handle_segv=0: the tests raise SIGSEGV on purpose and check what the
   # program's own handlers and the trace make of it. The corpus of real
-  # programs (label corpus) and the long end-to-end suites (label long) run
-  # once, in the plain build.
+  # programs (label corpus), the long end-to-end suites (label long) and real
+  # applications (label apps) run once, in the plain build: they are long and
+  # exercise the preload, not code a sanitizer sees better.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_segv=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite build-asan --skip-label "corpus|long" -DREPLAY_SANITIZE=address,undefined -DREPLAY_BUILD_BENCH=OFF
+    run_suite build-asan --skip-label 'corpus|long|apps' -DREPLAY_SANITIZE=address,undefined -DREPLAY_BUILD_BENCH=OFF
 fi

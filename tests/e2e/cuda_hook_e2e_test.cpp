@@ -242,17 +242,28 @@ TEST_CASE("REPLAY_CUDA_KERNELS=1 records every kernel launch where it was made",
   CHECK(ReadCuda(tmp / "t", Handles(rec.output)).lines == Expected(true));
 }
 
-TEST_CASE("with recording disabled the wrapped driver calls only forward", "[e2e][cuda]") {
-  TempDir tmp;
-  RunResult plain = Run(DriverPath() + Program("proc"));
-  REQUIRE(plain.exit_code == 0);
-  RunResult off = Run(DriverPath() + "REPLAY_DISABLE=1 REPLAY_DIR=" + (tmp / "t") + " LD_PRELOAD=" +
-                      testing::Preload() + " " + Program("proc"));
-  INFO(off.output);
-  CHECK(off.exit_code == 0);
-  CHECK(Grep(off.output, "replay:").empty());
-  CHECK(Grep(off.output, "handles ").size() == 1);
-  CHECK(Run("test -e " + (tmp / "t")).exit_code != 0);  // no trace
+TEST_CASE("with REPLAY_DISABLE=1, or REPLAY_CUDA_DRIVER=0, every lookup of the driver finds what it finds without "
+          "the preload",
+          "[e2e][cuda]") {
+  const std::string setting = GENERATE(std::string("REPLAY_DISABLE=1"), std::string("REPLAY_CUDA_DRIVER=0"));
+  for (const std::string& how :
+       std::vector<std::string>{"proc", "dlsym", "default", "linked " + LinkedModule("cuda_linked_module_now")}) {
+    INFO(setting << " " << how);
+    TempDir tmp;
+    RunResult plain = Run(DriverPath() + Program(how));
+    REQUIRE(plain.exit_code == 0);
+    RunResult off = Run(DriverPath() + setting + " REPLAY_DIR=" + (tmp / "t") + " LD_PRELOAD=" +
+                        testing::Preload() + " " + Program(how));
+    INFO(off.output);
+    CHECK(off.exit_code == 0);
+    // No wrapper is handed out, through dlsym, cuGetProcAddress or an import:
+    // the same functions, the same handles, the same words.
+    CHECK(Grep(off.output, "libreplay_interpose.so").empty());
+    CHECK(Grep(off.output, "where ") == Grep(plain.output, "where "));
+    CHECK(Grep(off.output, "replay:").empty());
+    CHECK(Grep(off.output, "handles ").size() == 1);
+    CHECK(Run("test -e " + (tmp / "t")).exit_code != 0);  // no trace
+  }
 }
 
 TEST_CASE("a name behind more functions than it has wrapper slots hands out the rest unwrapped, said once",

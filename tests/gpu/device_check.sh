@@ -16,24 +16,40 @@
 #   2b. a repro.c written by `replay shrink` (prepared on the host stand-ins):
 #      built here against real NCCL, run at one rank, where NCCL must return
 #      the error the recording had, and recorded, where check must name it;
-#   3. PyTorch DistributedDataParallel steps with the NCCL backend at world
-#      size 1 (tests/gpu/ddp_step.py), recorded and checked, its output
-#      compared with a run without the preload;
+#   3. PyTorch DistributedDataParallel with the NCCL backend (NCCL inside
+#      libtorch_cuda.so, recorded through NCCL's profiler plugin interface;
+#      tests/gpu/ddp_step.py): at world size 1, run plain, preloaded with
+#      REPLAY_DISABLE=1, and recorded at levels hash and data, each with the
+#      plain run's losses; its communicator in the trace; checked; re-run
+#      alone from the data trace with the same losses bit for bit; under
+#      torchrun --nproc-per-node 1; then two ranks on the one GPU (torchrun
+#      --nproc-per-node 2, NCCL told they are on two hosts), recorded with a
+#      profiler plugin of the user's chained (its events counted): its
+#      collectives in the trace, checked, the plain run's losses, and
+#      PyTorch's own Flight Recorder dumps of the same job imported and
+#      checked; NCCL's INFO log of each run in $OUT (nccl.*.log);
+#   3a. a single-process NCCL + cuRAND program seeded from getrandom
+#      (tests/gpu/nccl_curand_program.cpp), no launcher: recorded at level
+#      data, its rank from its communicator, re-run alone with the same
+#      output, cuRAND's kernels counted;
 #   3b. a Triton kernel launched 50 times (tests/gpu/triton_step.py): its
 #      launches, made from a module linked against libcuda, counted;
 #   4. device fingerprints: an allreduce sweep with a NaN and an Inf in its
-#      input, recorded at level data, where the send buffer is fingerprinted
-#      by the kernel and the received bytes (the same, on a one-rank
-#      communicator) by the host from their copy: every operation's two
-#      fingerprints and NaN/Inf counts must be equal, whole (up to 64 KiB) and
-#      sampled; then the sweep at level hash with the kernel and with host
+#      input, recorded at level data twice, device buffers fingerprinted by
+#      the kernel and by the host from copies (REPLAY_DEVICE_HASH=copy): every
+#      operation's fingerprints and NaN/Inf counts must be equal across the
+#      two, whole (up to 64 KiB) and sampled, and its send and receive ones
+#      within each (the same bytes, on a one-rank communicator); then the sweep at level hash with the kernel and with host
 #      copies (REPLAY_DEVICE_HASH=copy), side by side; then a device reset
 #      between two sweeps (cudaDeviceReset), recorded at level data: the same
 #      results as without the preload, every operation completed, no error;
 #   5. an ncclAllReduce size sweep (bench/nccl_allreduce_sweep), 8 B to
 #      256 MiB, without the preload and recorded at meta, hash and data,
 #      alternated over ROUNDS rounds: the overhead ratio per size, and the
-#      cost of fingerprinting device buffers (hash minus meta) as bytes/s.
+#      microseconds each level adds per allreduce (targets: meta <= 2, hash
+#      <= 5 up to 64 KiB), the rate at which device buffers are fingerprinted
+#      (hash minus meta; target: 40% of HBM bandwidth) and received bytes are
+#      copied to the host (data minus hash; target: 20 GB/s).
 # Writes to $OUT (default ./device-out): summary.txt (one line per check and
 # the benchmark table), log.txt (everything), sweep.txt, env.txt and a bundle
 # of the trainer's trace.
@@ -76,7 +92,11 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
   nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
   [ -n "$nccl_dir" ] || nccl_dir=$(dirname "$(find / -name libnccl.so.2 -not -path '*/proc/*' 2>/dev/null | head -1)")
 fi
-export LD_LIBRARY_PATH="$carry/lib:$carry/openmpi/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuRAND (for tests/gpu/nccl_curand_program): the toolkit's, or PyTorch's wheels'.
+curand=$(find $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) /usr/local/cuda*/lib64 \
+           -name 'libcurand.so.10' 2>/dev/null | head -1)
+curand_dir=${curand:+$(dirname "$curand")}
+export LD_LIBRARY_PATH="$carry/lib:$carry/openmpi/lib${nccl_dir:+:$nccl_dir}${curand_dir:+:$curand_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Open MPI from the carried files: a singleton per process, no daemon, shared
 # memory and self only.
 export OPAL_PKGLIBDIR="$carry/openmpi/lib/openmpi3" OPAL_PKGDATADIR="$carry/openmpi/share"
@@ -151,17 +171,70 @@ else
   say "  note: no .device/shrink/repro.c (prepare_device.sh could not shrink without the host NCCL stand-in)"
 fi
 
-# 3. PyTorch DDP at world size 1, started as torchrun would start it.
+# 3. PyTorch DDP, NCCL inside libtorch_cuda.so. NCCL's INFO log goes to files:
+# on stdout it is lost when a process aborts.
+ddp=$root/tests/gpu/ddp_step.py
+same_losses() { echo "diff <(grep '^rank' '$1') <(grep '^rank' '$2') && grep -q params '$1'"; }
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE="$out/nccl.%h.%p.log" PYTHONUNBUFFERED=1
 export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517
-step "ddp: plain run" 150 "cd '$work' && python3 '$root/tests/gpu/ddp_step.py' 5 | tee '$work/ddp.plain'"
-step "ddp: record --level hash" 150 \
-  "cd '$work' && '$R' record -o '$work/ddp' -- python3 '$root/tests/gpu/ddp_step.py' 5 | tee '$work/ddp.rec'"
-step "ddp: same losses and parameters under the preload" 10 \
-  "grep -q params '$work/ddp.plain' && diff <(grep '^rank' '$work/ddp.plain') <(grep '^rank' '$work/ddp.rec')"
-step "ddp: NCCL collectives in the trace" 30 \
-  "'$R' info '$work/ddp'; n=\$('$R' dump '$work/ddp' --rank 0 | grep -c ' op nccl'); echo \"\$n NCCL ops\"; [ \"\$n\" -gt 5 ]"
-step "ddp: check" 60 "'$R' check '$work/ddp'"
+step "ddp: plain run" 150 "cd '$work' && python3 '$ddp' 5 | tee '$work/ddp.plain'"
+step "ddp: preloaded with REPLAY_DISABLE=1, the same losses" 150 \
+  "cd '$work' && LD_PRELOAD='$carry/libreplay_interpose.so' REPLAY_DISABLE=1 python3 '$ddp' 5 | tee '$work/ddp.off' && $(same_losses "$work/ddp.plain" "$work/ddp.off")"
+for level in hash data; do
+  step "ddp: record --level $level, the same losses" 150 \
+    "cd '$work' && '$R' record --level $level -o '$work/ddp-$level' -- python3 '$ddp' 5 | tee '$work/ddp.$level' && $(same_losses "$work/ddp.plain" "$work/ddp.$level")"
+done
+if ! grep -q "ddp: record --level hash, the same losses *PASS" "$summary"; then
+  # What breaks it: the driver hook, or NCCL's profiler plugin?
+  step "ddp (diagnosis): recorded with REPLAY_CUDA_DRIVER=0" 150 \
+    "cd '$work' && REPLAY_CUDA_DRIVER=0 '$R' record -o '$work/ddp-nodriver' -- python3 '$ddp' 5"
+  step "ddp (diagnosis): recorded without the profiler plugin" 150 \
+    "cd '$work' && LD_PRELOAD='$carry/libreplay_interpose.so' REPLAY_DIR='$work/ddp-noplugin' python3 '$ddp' 5"
+fi
+step "ddp: its NCCL communicator in the trace, from NCCL's profiler plugin" 30 \
+  "'$R' info '$work/ddp-hash' && '$R' dump '$work/ddp-hash' --rank 0 | grep -E 'ncclProfilerInit|nccl.recorded_by' | tee '$work/ddp.comms' && grep -q 'created by ncclProfilerInit size=1 rank=0' '$work/ddp.comms'"
+step "ddp: check finds nothing" 60 "'$R' check '$work/ddp-hash'"
+step "ddp: rerun --rank 0 of the data trace, the same losses bit for bit" 150 \
+  "cd '$work' && '$R' rerun '$work/ddp-data' --rank 0 -- python3 '$ddp' 5 | tee '$work/ddp.rerun' && $(same_losses "$work/ddp.data" "$work/ddp.rerun")"
+rm -rf "$work/ddp-hash" "$work/ddp-data" "$work/ddp-nodriver" "$work/ddp-noplugin"
 unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+torchrun="python3 -m torch.distributed.run --master-addr 127.0.0.1"
+step "ddp: torchrun --nproc-per-node 1, recorded, the same losses" 150 \
+  "cd '$work' && '$R' record -o '$work/trun' -- $torchrun --master-port 29518 --nproc-per-node 1 '$ddp' 5 | tee '$work/trun.out' && $(same_losses "$work/ddp.plain" "$work/trun.out") && '$R' info '$work/trun'"
+rm -rf "$work/trun"
+# Two ranks on the one GPU: NCCL refuses two ranks of one host on one device,
+# so each gets its own NCCL_HOSTID and NCCL connects them over sockets.
+export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
+ddp2="$torchrun --master-port 29519 --nproc-per-node 2 '$ddp' 5 --one-gpu"
+step "ddp2: two ranks on one GPU, plain run" 180 "cd '$work' && $ddp2 | tee '$work/ddp2.plain'"
+mkdir -p "$work/counting"
+step "ddp2: recorded with the user's profiler plugin and the Flight Recorder on, the same losses" 180 \
+  "cd '$work' && COUNTING_PROFILER_OUT='$work/counting' NCCL_PROFILER_PLUGIN='$carry/tests/libnccl-profiler-counting.so' TORCH_NCCL_TRACE_BUFFER_SIZE=2000 '$R' record -o '$work/ddp2' -- $ddp2 --flight-recorder '$work/fr' | tee '$work/ddp2.rec' && diff <(grep '^rank' '$work/ddp2.plain' | sort) <(grep '^rank' '$work/ddp2.rec' | sort)"
+step "ddp2: its NCCL collectives in the trace, from NCCL's profiler plugin" 30 \
+  "'$R' info '$work/ddp2' && for r in 0 1; do n=\$('$R' dump '$work/ddp2' --rank \$r | grep -c ' op nccl'); c=\$('$R' dump '$work/ddp2' --rank \$r | grep -c ' completion .*by nccl'); echo \"rank \$r: \$n NCCL ops, \$c completions\"; [ \"\$n\" -gt 10 ] && [ \"\$c\" -ge \"\$n\" ] || exit 1; done"
+step "ddp2: check finds nothing" 60 "'$R' check '$work/ddp2'"
+step "ddp2: the user's profiler plugin was given NCCL's events" 10 \
+  "cat '$work/counting'/* && grep -q 'type 2=' '$work/counting'/* && ! grep -v 'bad-parents 0' '$work/counting'/* | grep -q comm"
+step "ddp2: PyTorch's Flight Recorder dumps imported and checked" 60 \
+  "ls -l '$work/fr' && '$R' info '$work/fr' && '$R' check '$work/fr'"
+rm -rf "$work/ddp2" "$work/fr" "$work/counting"
+unset NCCL_SOCKET_IFNAME NCCL_IB_DISABLE NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE PYTHONUNBUFFERED
+
+# 3a. A single-process NCCL + cuRAND program, seeded from getrandom.
+solo=$carry/tests/gpu_nccl_curand_program
+if [ -x "$solo" ]; then
+  step "solo: NCCL + cuRAND seeded from getrandom, recorded at level data" 60 \
+    "cd '$work' && '$R' record --level data -o '$work/solo' -- '$solo' | tee '$work/solo.rec'"
+  step "solo: its rank from its NCCL communicator" 30 \
+    "'$R' info '$work/solo' && '$R' dump '$work/solo' --rank 0 | grep 'nccl.world_rank=0'"
+  step "solo: rerun --rank 0 alone, the same output" 60 \
+    "cd '$work' && '$R' rerun '$work/solo' --rank 0 -- '$solo' | tee '$work/solo.rerun' && diff <(grep -E '^(seed|step|rank)' '$work/solo.rec') <(grep -E '^(seed|step|rank)' '$work/solo.rerun')"
+  step "solo: cuRAND's and NCCL's kernels counted" 30 \
+    "'$R' dump '$work/solo' --rank 0 | awk '/ cuda kernels/ {k += 1} END {print k, \"kernel counts\"; exit !(k > 0)}'"
+  rm -rf "$work/solo"
+else
+  say "solo: no build of tests/gpu/nccl_curand_program (cuRAND not found when it was built)"
+fi
 
 # 3b. Triton: kernels launched from a Python extension module linked against
 # libcuda, counted on their stream; with REPLAY_CUDA_LINKED=0 for comparison
@@ -178,11 +251,13 @@ done
 
 # 4. The fingerprint kernel against the host's XXH3.
 fp_args="--min 4 --max 268435456 --factor 8 --iters 2 --poison"
-step "fingerprints: record the sweep at level data" 120 \
-  "'$R' record --level data -o '$work/fp' -- '$sweep' $fp_args"
+for mode in kernel copy; do
+  step "fingerprints: record the sweep at level data, $mode" 120 \
+    "REPLAY_DEVICE_HASH=$mode '$R' record --level data -o '$work/fp-$mode' -- '$sweep' $fp_args && '$R' dump '$work/fp-$mode' --json >'$work/fp-$mode.json'"
+done
 step "fingerprints: kernel equals host, every op" 60 \
-  "'$R' dump '$work/fp' --json | python3 '$root/tests/gpu/compare_fingerprints.py'"
-rm -rf "$work/fp"
+  "python3 '$root/tests/gpu/compare_fingerprints.py' '$work/fp-kernel.json' '$work/fp-copy.json'"
+rm -rf "$work/fp-kernel" "$work/fp-copy" "$work/fp-kernel.json" "$work/fp-copy.json"
 for mode in kernel copy; do
   step "fingerprints: sweep at level hash, $mode" 120 \
     "REPLAY_DEVICE_HASH=$mode '$R' record -o '$work/fp-$mode' -- '$sweep' --min 8 --max 268435456 --factor 8 --iters 20 | tee '$out/fp-$mode.txt'"
@@ -246,23 +321,23 @@ for line in open(sys.argv[1]):
         results[int(f[0])].add(f[3])
 if "plain" not in runs:
     print("sweep: no results"); sys.exit(0)
-print("\nncclAllReduce, one-rank communicator: median us per op over rounds, and ratio to plain")
-print(f"{'bytes':>11} {'plain us':>9} {'meta':>7} {'hash':>7} {'data':>7}  {'fp GB/s':>8}  same result")
+print("\nncclAllReduce, one-rank communicator: median us per op over rounds; what each level adds (us);")
+print("device buffers fingerprinted (send and receive bytes over hash - meta) and received bytes copied to the host")
+print("(receive bytes over data - hash), GB/s. Targets: meta +2 us, hash +5 us up to 64 KiB, fp >= 40% of HBM")
+print("bandwidth beyond, copy >= 20 GB/s.")
+print(f"{'bytes':>11} {'plain us':>9} {'meta +us':>9} {'hash +us':>9} {'data +us':>10}  {'fp GB/s':>8} {'copy GB/s':>9}  same result")
 for size in sorted(runs["plain"]):
     p = statistics.median(runs["plain"][size])
+    med = {m: statistics.median(runs[m][size]) for m in ("meta", "hash", "data") if runs[m].get(size)}
     row = f"{size:>11} {p:>9.2f}"
-    med = {}
-    for m in ("meta", "hash", "data"):
-        if runs[m].get(size):
-            med[m] = statistics.median(runs[m][size])
-            row += f" {med[m] / p:>7.3f}"
-        else:
-            row += f" {'-':>7}"
-    fp = ""
+    for m, width in (("meta", 9), ("hash", 9), ("data", 10)):
+        row += f" {med[m] - p:>{width}.2f}" if m in med else f" {'-':>{width}}"
+    fp = copy = ""
     if "meta" in med and "hash" in med and med["hash"] > med["meta"]:
-        # bytes fingerprinted per op: the send and the receive buffer
         fp = f"{2 * size / ((med['hash'] - med['meta']) * 1e3):.1f}"
-    row += f"  {fp:>8}  {'yes' if len(results[size]) == 1 else 'NO'}"
+    if "hash" in med and "data" in med and med["data"] > med["hash"]:
+        copy = f"{size / ((med['data'] - med['hash']) * 1e3):.1f}"
+    row += f"  {fp:>8} {copy:>9}  {'yes' if len(results[size]) == 1 else 'NO'}"
     print(row)
 EOF
 

@@ -22,7 +22,8 @@ out=${2:-.device}
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPLAY_WITH_CUDA=ON >/dev/null
 fi
-targets=(replay_cli replay_drive replay_interpose nccl_train nccl_allreduce_sweep gpu_nccl_gpu_test)
+targets=(replay_cli replay_drive replay_interpose nccl_train nccl_allreduce_sweep gpu_nccl_gpu_test
+         gpu_nccl_curand_program counting_profiler)
 # The host NCCL stand-in and a program on it, to prepare a `replay shrink` repro (below).
 stand_in=0
 all_targets=$(cmake --build "$build" --target help)  # whole, before grep -q (pipefail)
@@ -44,6 +45,8 @@ place "$build/libreplay_interpose.so" "$out/libreplay_interpose.so"
 place "$build/examples/nccl_train/nccl_train" "$out/examples/nccl_train/nccl_train"
 place "$build/bench/nccl_allreduce_sweep" "$out/bench/nccl_allreduce_sweep"
 place "$build/tests/gpu_nccl_gpu_test" "$out/tests/gpu_nccl_gpu_test"
+place "$build/tests/gpu_nccl_curand_program" "$out/tests/gpu_nccl_curand_program"
+place "$build/tests/nccl_host/libnccl-profiler-counting.so" "$out/tests/libnccl-profiler-counting.so"
 
 # Open MPI, relocated: the components a singleton on one host uses (the
 # libraries they load are copied with everyone's below). Components that need network stacks the GPU machine may lack
@@ -61,9 +64,10 @@ rm -f "$out/openmpi/share/"*.pc
 
 # Shared libraries: everything the programs and components load, except what
 # every Linux and every CUDA machine has.
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libnccl\.so|libcudart|libz\.so)'
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libnccl\.so|libcudart|libcurand|libz\.so)'
 elves=("$out/replay" "$out/replay-drive" "$out/libreplay_interpose.so" "$out/examples/nccl_train/nccl_train"
-       "$out/bench/nccl_allreduce_sweep" "$out/tests/gpu_nccl_gpu_test" "$out"/openmpi/lib/openmpi3/*.so)
+       "$out/bench/nccl_allreduce_sweep" "$out/tests/gpu_nccl_gpu_test" "$out/tests/gpu_nccl_curand_program"
+       "$out"/openmpi/lib/openmpi3/*.so)
 for e in "${elves[@]}"; do
   ldd "$e" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do

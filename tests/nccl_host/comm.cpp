@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "nccl_host.h"
+#include "profiler.h"
 #include "reduce.h"
 
 namespace nccl_host {
@@ -83,8 +84,22 @@ ncclResult_t ParseConfig(const ncclConfig_t* config, bool fallback, bool* blocki
   return ncclSuccess;
 }
 
-// Wraps a new MPI communicator; returns ncclInProgress for a non-blocking one.
-ncclResult_t MakeComm(MPI_Comm mpi, int device, bool blocking, ncclComm_t* out) {
+// The name a configuration gives a communicator, or "".
+const char* ConfigName(const ncclConfig_t* config) {
+  return config != nullptr && config->commName != NCCL_CONFIG_UNDEF_PTR ? config->commName : "";
+}
+
+// A child's hash from its parent's, the parent's count of splits so far and
+// the colour, as NCCL derives it (the values differ from NCCL's; only their
+// equality on every member matters).
+uint64_t ChildHash(ncclComm* parent, int color) {
+  const uint64_t parts[] = {parent->hash, ++parent->splits, static_cast<uint64_t>(static_cast<int64_t>(color))};
+  return Fnv1a(parts, sizeof(parts));
+}
+
+// Wraps a new MPI communicator, tells a profiler plugin; returns
+// ncclInProgress for a non-blocking one. `hash` is NCCL's commHash for it.
+ncclResult_t MakeComm(MPI_Comm mpi, int device, bool blocking, uint64_t hash, const char* name, ncclComm_t* out) {
   auto* comm = new ncclComm;
   comm->mpi = mpi;
   PMPI_Comm_rank(mpi, &comm->rank);
@@ -92,6 +107,8 @@ ncclResult_t MakeComm(MPI_Comm mpi, int device, bool blocking, ncclComm_t* out) 
   comm->device = device;
   comm->blocking = blocking;
   comm->report_in_progress = !blocking;
+  comm->name = name != nullptr ? name : "";
+  profiler::InitComm(comm, hash);
   *out = comm;
   return blocking ? ncclSuccess : ncclInProgress;
 }
@@ -166,7 +183,7 @@ ncclResult_t InitFromIds(ncclComm_t* out, int nranks, const ncclUniqueId* ids, i
     PMPI_Comm_free(&mpi);
     return result;
   }
-  return MakeComm(mpi, device, blocking, out);
+  return MakeComm(mpi, device, blocking, hash, ConfigName(config), out);
 }
 
 }  // namespace
@@ -226,6 +243,7 @@ size_t TypeSize(ncclDataType_t type) {
 namespace {
 
 void DestroyComm(ncclComm* comm) {
+  profiler::FinalizeComm(comm);
   int finalized = 0;
   PMPI_Finalized(&finalized);
   if (!finalized && comm->mpi != MPI_COMM_NULL) PMPI_Comm_free(&comm->mpi);
@@ -318,7 +336,8 @@ NCCL_HOST_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const i
   nccl_host::PrintVersionOnce();
   MPI_Comm mpi = MPI_COMM_NULL;
   PMPI_Comm_dup(MPI_COMM_SELF, &mpi);
-  return nccl_host::MakeComm(mpi, devlist != nullptr ? devlist[0] : 0, true, comm);
+  const uint64_t hash = nccl_host::Fnv1a(&mpi, sizeof(mpi), static_cast<uint64_t>(getpid()));
+  return nccl_host::MakeComm(mpi, devlist != nullptr ? devlist[0] : 0, true, hash, "", comm);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
@@ -334,11 +353,12 @@ NCCL_HOST_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, 
   }
   MPI_Comm mpi = MPI_COMM_NULL;
   PMPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi);
+  const uint64_t hash = nccl_host::ChildHash(comm, color);
   if (mpi == MPI_COMM_NULL) {
     *newcomm = nullptr;
     return ncclSuccess;
   }
-  return nccl_host::MakeComm(mpi, comm->device, blocking, newcomm);
+  return nccl_host::MakeComm(mpi, comm->device, blocking, hash, nccl_host::ConfigName(config), newcomm);
 }
 
 // Excluded ranks are presumed gone: only the remaining ones take part.
@@ -377,7 +397,8 @@ NCCL_HOST_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksLi
   PMPI_Comm_create_group(comm->mpi, group, nccl_host::kShrinkTag, &mpi);
   PMPI_Group_free(&group);
   PMPI_Group_free(&parent_group);
-  return nccl_host::MakeComm(mpi, comm->device, blocking, newcomm);
+  const uint64_t hash = nccl_host::ChildHash(comm, -1);
+  return nccl_host::MakeComm(mpi, comm->device, blocking, hash, nccl_host::ConfigName(config), newcomm);
 }
 
 // Teardown.

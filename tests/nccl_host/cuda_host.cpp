@@ -185,6 +185,26 @@ CUDA_HOST_API CUresult cuDriverGetVersion(int* version) {
   return kSuccess;
 }
 
+// Error names, and device attributes (every one 0): what NCCL's driver
+// loader requires of a driver before it uses it.
+CUDA_HOST_API CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return kInvalidValue;
+  *text = error == kSuccess ? "no error" : "a cuda_host error";
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuGetErrorName(CUresult error, const char** text) {
+  if (text == nullptr) return kInvalidValue;
+  *text = error == kSuccess ? "CUDA_SUCCESS" : "CUDA_ERROR_CUDA_HOST";
+  return kSuccess;
+}
+
+CUDA_HOST_API CUresult cuDeviceGetAttribute(int* value, int, int device) {
+  if (value == nullptr || device != 0) return kInvalidValue;
+  *value = 0;
+  return kSuccess;
+}
+
 CUDA_HOST_API CUresult cuCtxGetCurrent(void** ctx) {
   if (ctx == nullptr) return kInvalidValue;
   *ctx = &g_context;
@@ -749,6 +769,7 @@ void* Fn(F* f) {
 }
 
 extern "C" CUresult cuCtxDestroy_v2(void* ctx);
+extern "C" CUresult cuDeviceGet(int* device, int ordinal);
 extern "C" CUresult cuDevicePrimaryCtxReset_v2(int device);
 extern "C" CUresult cuDevicePrimaryCtxRelease_v2(int device);
 extern "C" CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active);
@@ -757,6 +778,10 @@ const Proc* Procs(size_t* n) {
   static const Proc kProcs[] = {
       {"cuInit", 2000, 0, Fn(&cuInit), nullptr},
       {"cuDriverGetVersion", 2020, 0, Fn(&cuDriverGetVersion), nullptr},
+      {"cuGetErrorString", 6000, 0, Fn(&cuGetErrorString), nullptr},
+      {"cuGetErrorName", 6000, 0, Fn(&cuGetErrorName), nullptr},
+      {"cuDeviceGet", 2000, 0, Fn(&cuDeviceGet), nullptr},
+      {"cuDeviceGetAttribute", 2000, 0, Fn(&cuDeviceGetAttribute), nullptr},
       {"cuGetProcAddress", 11030, 12000, nullptr, nullptr},  // filled below: v1
       {"cuGetProcAddress", 12000, 0, nullptr, nullptr},      // v2
       {"cuCtxGetCurrent", 4000, 0, Fn(&cuCtxGetCurrent), nullptr},
@@ -785,6 +810,7 @@ const Proc* Procs(size_t* n) {
       {"cuStreamBeginCapture", 10000, 10010, Fn(&cuStreamBeginCapture), Fn(&cuStreamBeginCapture_ptsz)},
       {"cuStreamBeginCapture", 10010, 0, Fn(&cuStreamBeginCapture_v2), Fn(&cuStreamBeginCapture_v2_ptsz)},
       {"cuStreamEndCapture", 10000, 0, Fn(&cuStreamEndCapture), Fn(&cuStreamEndCapture_ptsz)},
+      {"cuStreamIsCapturing", 10000, 0, Fn(&cuStreamIsCapturing), Fn(&cuStreamIsCapturing_ptsz)},
       {"cuGraphInstantiate", 10000, 12000, Fn(&cuGraphInstantiate_v2), nullptr},
       {"cuGraphInstantiate", 12000, 0, Fn(&cuGraphInstantiateWithFlags), nullptr},
       {"cuGraphInstantiateWithFlags", 11040, 0, Fn(&cuGraphInstantiateWithFlags), nullptr},

@@ -4,7 +4,7 @@
 // machines without a GPU. It is never a substitute for NCCL in production.
 //
 // Model: one MPI process per NCCL rank. A communicator is an MPI communicator;
-// "device" buffers are host memory; streams are ignored. A call executes when it
+// "device" buffers are host memory; nothing waits on streams (driver.h). A call executes when it
 // is made, or, inside ncclGroupStart/End, at the outermost ncclGroupEnd, where
 // every queued call is posted as a non-blocking MPI operation and then all are
 // waited for together (so send/recv pairs in one group never deadlock).
@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 // Defines `ret func(args)` with NCCL's exported-symbol shape (NCCL's NCCL_API with
@@ -69,6 +70,12 @@ struct ncclComm {
   // while its background work runs; then ncclSuccess.
   bool report_in_progress = false;
   std::vector<nccl_host::PreMulSum> redops;  // op value ncclNumOps + index
+  // What NCCL's profiler plugin interface sees of it (profiler.h).
+  std::string name;                  // the configuration's commName
+  uint64_t hash = 0;                 // NCCL's commHash
+  uint64_t splits = 0;               // children made by ncclCommSplit or ncclCommShrink
+  uint64_t seq[16] = {};             // collective sequence numbers, per NCCL collective function
+  void* profiler_context = nullptr;  // what the plugin's init returned
   std::set<nccl_host::Registration*> registrations;
   std::set<ncclWindow_t> windows;
 };

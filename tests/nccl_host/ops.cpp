@@ -8,11 +8,14 @@
 // communicators progress together. Buffers are read when the call runs, as NCCL
 // reads them when the operation executes on its stream.
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <vector>
 
+#include "driver.h"
 #include "nccl_host.h"
+#include "profiler.h"
 #include "reduce.h"
 #include "replay/op_shape.h"
 
@@ -26,18 +29,22 @@ constexpr int kP2pTag = 0;
 using Kind = replay::OpKind;
 
 struct Call {
-  Kind kind;
-  const void* send;
-  void* recv;
-  size_t count;  // elements; per rank for ReduceScatter, AllGather, AlltoAll, Gather, Scatter
-  ncclDataType_t type;
-  ncclRedOp_t op;  // reductions only
-  int root;        // the root, or the peer of a send or receive
-  ncclComm* comm;
-  const char* name;
+  Kind kind = Kind::kAllreduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements; per rank for ReduceScatter, AllGather, AlltoAll, Gather, Scatter
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;  // reductions only
+  int root = 0;              // the root, or the peer of a send or receive
+  ncclComm* comm = nullptr;
+  const char* name = "";
   // Filled when posted.
   Reduction reduction;
   std::vector<unsigned char> scratch;
+  // The stream it is enqueued on, and its NCCL profiler API events (one per
+  // task: AlltoAll, Gather and Scatter are a send or receive per peer).
+  cudaStream_t stream = nullptr;
+  std::vector<void*> api_events;
 };
 
 // The calling thread's group: nesting depth, calls waiting for the outermost
@@ -73,6 +80,7 @@ replay::OpArgs Args(const Call& c) {
   a.send_count = a.recv_count = static_cast<int64_t>(c.count);
   return a;
 }
+
 bool SendRead(const Call& c) { return replay::Sends(replay::ShapeOf(c.kind), Args(c)); }
 bool RecvWritten(const Call& c) { return replay::Receives(replay::ShapeOf(c.kind), Args(c)); }
 
@@ -211,7 +219,133 @@ void Finish(Call& c) {
   c.scratch = {};
 }
 
+// NCCL's name of the function a task runs, and its index among them.
+struct Function {
+  Kind kind;
+  const char* name;
+};
+constexpr Function kFunctions[] = {
+    {Kind::kAllreduce, "AllReduce"}, {Kind::kReduce, "Reduce"},   {Kind::kBcast, "Broadcast"},
+    {Kind::kReduceScatterBlock, "ReduceScatter"}, {Kind::kAllgather, "AllGather"}, {Kind::kAlltoall, "AlltoAll"},
+    {Kind::kGather, "Gather"},       {Kind::kScatter, "Scatter"}, {Kind::kSend, "Send"},
+    {Kind::kRecv, "Recv"},
+};
+static_assert(sizeof(kFunctions) / sizeof(kFunctions[0]) <= sizeof(ncclComm::seq) / sizeof(ncclComm::seq[0]));
+
+// NCCL's index of the function a task runs.
+size_t FunctionIndex(Kind k) {
+  for (size_t i = 0; i < sizeof(kFunctions) / sizeof(kFunctions[0]); ++i) {
+    if (kFunctions[i].kind == k) return i;
+  }
+  return 0;
+}
+const char* FunctionName(Kind k) { return kFunctions[FunctionIndex(k)].name; }
+
+// The sends and receives NCCL makes of a call (one for ncclSend and ncclRecv;
+// per peer for AlltoAll, Gather and Scatter), none for other collectives.
+struct P2pTask {
+  bool send;
+  int peer;
+  void* buff;
+};
+std::vector<P2pTask> P2pTasks(const Call& c) {
+  const int n = c.comm->size;
+  const size_t block = c.count * TypeSize(c.type);
+  auto at = [&](const void* base, int r) {
+    return static_cast<unsigned char*>(const_cast<void*>(base)) + static_cast<size_t>(r) * block;
+  };
+  std::vector<P2pTask> tasks;
+  switch (c.kind) {
+    case Kind::kSend: tasks.push_back({true, c.root, const_cast<void*>(c.send)}); break;
+    case Kind::kRecv: tasks.push_back({false, c.root, c.recv}); break;
+    case Kind::kAlltoall:
+      for (int r = 0; r < n; ++r) {
+        tasks.push_back({true, r, at(c.send, r)});
+        tasks.push_back({false, r, at(c.recv, r)});
+      }
+      break;
+    case Kind::kGather:
+      tasks.push_back({true, c.root, const_cast<void*>(c.send)});
+      if (c.comm->rank == c.root) {
+        for (int r = 0; r < n; ++r) tasks.push_back({false, r, at(c.recv, r)});
+      }
+      break;
+    case Kind::kScatter:
+      if (c.comm->rank == c.root) {
+        for (int r = 0; r < n; ++r) tasks.push_back({true, r, at(c.send, r)});
+      }
+      tasks.push_back({false, c.root, c.recv});
+      break;
+    default: break;
+  }
+  return tasks;
+}
+
+// Whether NCCL makes tasks (and events) of a call: not of a collective on a
+// one-rank communicator, which it runs locally.
+bool HasTasks(const Call& c) {
+  return c.comm->size > 1 || c.kind == Kind::kSend || c.kind == Kind::kRecv;
+}
+
+// The application call's part of NCCL's work: its tasks' API events.
+void Append(Call& c, int depth) {
+  if (!HasTasks(c)) return;
+  std::vector<P2pTask> p2p = P2pTasks(c);
+  if (p2p.empty()) {
+    c.api_events.push_back(profiler::AppendTask(c.comm, FunctionName(c.kind), c.count, c.type, c.root, c.stream,
+                                                false, depth));
+    return;
+  }
+  for (const P2pTask& t : p2p) {
+    c.api_events.push_back(profiler::AppendTask(c.comm, t.send ? "Send" : "Recv", c.count, c.type, t.peer, c.stream,
+                                                true, depth));
+  }
+}
+
+// What NCCL does when a group ends, before its kernels run: per
+// communicator, one plan, whose kernel it launches on the first task's
+// stream, then whose tasks it announces.
+void Launch(std::vector<Call>& calls) {
+  std::vector<ncclComm*> comms;
+  for (const Call& c : calls) {
+    if (HasTasks(c) && std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
+  }
+  for (ncclComm* comm : comms) {
+    const Call* first = nullptr;
+    bool device = false;
+    for (const Call& c : calls) {
+      if (c.comm != comm || !HasTasks(c)) continue;
+      if (first == nullptr) first = &c;
+      device = device || driver::IsDevice(c.send) || driver::IsDevice(c.recv);
+    }
+    void* launch = profiler::KernelLaunchStart(comm, nullptr, first->stream);
+    if (device) driver::LaunchKernel(first->stream);
+    profiler::Stop(launch);
+    void* plan = profiler::PlanStart(comm);
+    for (Call& c : calls) {
+      if (c.comm != comm || !HasTasks(c)) continue;
+      std::vector<P2pTask> p2p = P2pTasks(c);
+      if (p2p.empty()) {
+        const bool bytes = c.kind == Kind::kAllgather || c.kind == Kind::kBcast;
+        const size_t count = bytes ? c.count * TypeSize(c.type) : c.count;
+        const uint64_t seq = comm->seq[FunctionIndex(c.kind)]++;
+        profiler::Stop(profiler::CollStart(comm, c.api_events.empty() ? nullptr : c.api_events[0], plan, seq,
+                                           FunctionName(c.kind), c.send, c.recv, count, c.root,
+                                           bytes ? ncclInt8 : c.type));
+        continue;
+      }
+      for (size_t i = 0; i < p2p.size(); ++i) {
+        void* api = i < c.api_events.size() ? c.api_events[i] : nullptr;
+        profiler::Stop(profiler::P2pStart(comm, api, plan, p2p[i].send ? "Send" : "Recv", p2p[i].buff, c.count,
+                                          c.type, p2p[i].peer));
+      }
+    }
+    profiler::Stop(plan);
+  }
+}
+
 ncclResult_t Run(std::vector<Call>& calls) {
+  Launch(calls);
   std::vector<MPI_Request> requests(calls.size(), MPI_REQUEST_NULL);
   ncclResult_t result = ncclSuccess;
   for (size_t i = 0; i < calls.size() && result == ncclSuccess; ++i) {
@@ -222,19 +356,35 @@ ncclResult_t Run(std::vector<Call>& calls) {
   return result;
 }
 
-ncclResult_t Submit(Call call) {
+ncclResult_t Submit(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                    int root, ncclComm* comm, const char* name, cudaStream_t stream) {
   Group& group = ThreadGroup();
+  Call call;
+  call.kind = kind;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.root = root;
+  call.comm = comm;
+  call.name = name;
+  call.stream = stream;
   if (ncclResult_t r = Check(call); r != ncclSuccess) {
     if (group.depth > 0 && group.error == ncclSuccess) group.error = r;
     return r;
   }
+  Append(call, group.depth + 1);
+  profiler::GroupEndStart();  // NCCL ends the implicit group each call opens
   if (group.depth > 0) {
     group.calls.push_back(std::move(call));
     return ncclSuccess;
   }
   std::vector<Call> one;
   one.push_back(std::move(call));
-  return Run(one);
+  ncclResult_t r = Run(one);
+  profiler::GroupEndStop();
+  return r;
 }
 
 // ncclGroupSimulateEnd's estimate: a fixed latency and bandwidth per call, a
@@ -254,10 +404,13 @@ ncclResult_t GroupStart() {
   return ncclSuccess;
 }
 
-ncclResult_t GroupEnd(ncclSimInfo_t* sim_info, bool simulate) {
+namespace {
+
+ncclResult_t EndGroup(ncclSimInfo_t* sim_info, bool simulate) {
   Group& group = ThreadGroup();
   const char* name = simulate ? "ncclGroupSimulateEnd" : "ncclGroupEnd";
   if (group.depth == 0) return Fail(ncclInvalidUsage, "%s: not in a group call", name);
+  profiler::GroupEndStart();
   if (--group.depth > 0) return ncclSuccess;
   std::vector<Call> calls = std::move(group.calls);
   group.calls.clear();
@@ -275,6 +428,14 @@ ncclResult_t GroupEnd(ncclSimInfo_t* sim_info, bool simulate) {
   return Run(calls);
 }
 
+}  // namespace
+
+ncclResult_t GroupEnd(ncclSimInfo_t* sim_info, bool simulate) {
+  ncclResult_t r = EndGroup(sim_info, simulate);
+  profiler::GroupEndStop();  // NCCL stops the group's API event on every way out
+  return r;
+}
+
 }  // namespace nccl_host
 
 using nccl_host::Kind;
@@ -282,69 +443,58 @@ using nccl_host::Submit;
 
 NCCL_HOST_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kAllreduce, sendbuff, recvbuff, count, datatype, op, 0, comm, "ncclAllReduce", {}, {}});
+  return Submit(Kind::kAllreduce, sendbuff, recvbuff, count, datatype, op, 0, comm, "ncclAllReduce", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, "ncclReduce", {}, {}});
+  return Submit(Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, "ncclReduce", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kBcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclBroadcast", {}, {}});
+  return Submit(Kind::kBcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclBroadcast", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kBcast, buff, buff, count, datatype, ncclSum, root, comm, "ncclBcast", {}, {}});
+  return Submit(Kind::kBcast, buff, buff, count, datatype, ncclSum, root, comm, "ncclBcast", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit(
-      {Kind::kReduceScatterBlock, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, "ncclReduceScatter", {}, {}});
+  return Submit(Kind::kReduceScatterBlock, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, "ncclReduceScatter",
+                stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kAllgather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, "ncclAllGather", {}, {}});
+  return Submit(Kind::kAllgather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, "ncclAllGather", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kAlltoall, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, "ncclAlltoAll", {}, {}});
+  return Submit(Kind::kAlltoall, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, "ncclAlltoAll", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclGather", {}, {}});
+  return Submit(Kind::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclGather", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclScatter", {}, {}});
+  return Submit(Kind::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, "ncclScatter", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kSend, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, "ncclSend", {}, {}});
+  return Submit(Kind::kSend, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, "ncclSend", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return Submit({Kind::kRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, "ncclRecv", {}, {}});
+  return Submit(Kind::kRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, "ncclRecv", stream);
 }
 
 NCCL_HOST_API(ncclResult_t, ncclGroupStart, void) { return nccl_host::GroupStart(); }

@@ -25,7 +25,8 @@ namespace replay {
     "Trace directory; each rank writes DIR/rank-NNNNN/. Created with mode 0700.")              \
   X(level, "LEVEL", "hash",                                                                     \
     "What is recorded: meta (calls and arguments), hash (+ buffer fingerprints), data (+ received bytes).") \
-  X(disable, "DISABLE", "0", "1 turns the preloaded recorder into a pass-through.")             \
+  X(disable, "DISABLE", "0",                                                                    \
+    "1 leaves the process as if nothing were preloaded: every intercepted function only forwards, no CUDA driver function is wrapped, nothing is recorded.") \
   X(flush_ms, "FLUSH_MS", "1000",                                                               \
     "Longest time appended events wait before the writer compresses them into the trace (ms).") \
   X(ring_kb, "RING_KB", "1024",                                                                 \
@@ -46,10 +47,22 @@ namespace replay {
     "How device (GPU) buffers are fingerprinted: kernel (on the operation's stream, no copy) or copy (page-locked copies hashed on the host, up to REPLAY_HASH_LIMIT_KB). Same fingerprints.") \
   X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \
     "1 records every CUDA kernel launch; 0 counts them per stream, written before the stream's next recorded operation.") \
+  X(cuda_driver, "CUDA_DRIVER", "1",                                                            \
+    "1 records CUDA driver calls (stream ordering, kernel counts) by answering the program's dlsym and cuGetProcAddress of driver functions with wrappers; 0 leaves every driver lookup as it was (NCCL operations are still recorded and completed).") \
   X(cuda_linked, "CUDA_LINKED", "1",                                                            \
     "1 also records the driver calls of programs and modules linked against libcuda itself (Triton's kernel launchers, for one), by pointing their imports of the recorded functions at the recorder; 0 leaves them untouched.") \
+  X(nccl_profiler_plugin, "NCCL_PROFILER_PLUGIN", "",                                           \
+    "The NCCL profiler plugin NCCL would load if NCCL_PROFILER_PLUGIN did not name the recorder (`replay record` moves the user's choice here): the recorder passes NCCL's profiler calls on to it. Empty: libnccl-profiler.so if there is one; none: no plugin.") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \
     "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
+
+// Each variable's full name as a constant, setting_names::dir == "REPLAY_DIR",
+// for code that must read one before it may allocate (the preload's dlsym).
+namespace setting_names {
+#define REPLAY_SETTINGS_NAME_(field, name, def, doc) inline constexpr char field[] = "REPLAY_" name;
+REPLAY_SETTINGS(REPLAY_SETTINGS_NAME_)
+#undef REPLAY_SETTINGS_NAME_
+}  // namespace setting_names
 
 struct Settings {
 #define REPLAY_SETTINGS_FIELD_(field, name, def, doc) std::string field;

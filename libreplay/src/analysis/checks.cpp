@@ -25,10 +25,7 @@ bool IsCrashSignal(int signo) {
          signo == SIGTRAP || signo == SIGSYS;
 }
 
-bool FinishedCleanly(const RankDigest& d) {
-  return d.status == RankStatus::kComplete && d.fatal_signal == 0 && !d.aborted &&
-         (d.header.close_reason == CloseReason::kFinalize || d.header.close_reason == CloseReason::kExit);
-}
+bool FinishedCleanly(const RankDigest& d) { return d.FinishedCleanly(); }
 
 bool IsPointToPoint(OpKind kind) {
   return kind == OpKind::kSend || kind == OpKind::kRecv || kind == OpKind::kSendrecv ||
@@ -298,14 +295,14 @@ std::string Narrator::Doing(int32_t rank) const {
   }
   if (!d->blocked.empty()) {
     const BlockedCall& b = d->blocked.front();
-    std::string s = (b.stuck ? "blocked in " : "in ") + Call(b.call, *d);
+    std::string s = (b.enqueued ? "enqueued " : b.stuck ? "blocked in " : "in ") + Call(b.call, *d);
     if (!b.waits_for.empty()) {
       s += " for ";
       for (size_t i = 0; i < b.waits_for.size() && i < 2; ++i) s += (i ? ", " : "") + Call(b.waits_for[i], *d);
       if (b.waits_for.size() > 2) s += " and " + std::to_string(b.waits_for.size() - 2) + " more";
     }
     s += " " + WaitPhrase(*d, b.call.enter_ns);
-    if (b.stuck) s += ", never returned";
+    if (b.stuck) s += b.enqueued ? ", never completed" : ", never returned";
     if (!death.empty()) s += "; then " + death;
     return s;
   }
@@ -1074,6 +1071,46 @@ void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out) {
     if (o.peer != kNoPeer) f.facts["peer"] = o.peer;
     out->push_back({std::move(f), i == 0 ? 1.0 : 0.0, g.time});
   }
+  if (!ordered.empty()) return;
+  // No rank is seen sending one: the first operation whose result held one,
+  // when nothing it was given was fingerprinted.
+  std::map<std::pair<uint64_t, uint64_t>, Group> results;
+  for (const RankDigest& d : job.digests) {
+    if (!d.nan_received || d.nan_received->seq == 0) continue;
+    const NanOrigin& o = *d.nan_received;
+    Group& g = results[{o.comm, o.seq}];
+    int64_t t = d.Abs(o.time_ns);
+    if (g.ranks.empty() || t < g.time) g.time = t;
+    g.ranks.push_back(&d);
+  }
+  const Group* first = nullptr;
+  for (const auto& [k, g] : results) {
+    if (first == nullptr || g.time < first->time) first = &g;
+  }
+  if (first == nullptr) return;
+  const RankDigest& d = *first->ranks.front();
+  const NanOrigin& o = *d.nan_received;
+  std::vector<int32_t> received;
+  for (const RankDigest* r : first->ranks) received.push_back(r->rank);
+  std::sort(received.begin(), received.end());
+  Draft f = Make(FindingKind::kNanInf);
+  const std::string what = d.Api(o.api) + " on " + job.lineage.Name(o.comm) + " #" + std::to_string(o.seq);
+  f.title = "the first NaN/Inf of the job came out of " + what + " (" + Ranks(received) +
+            " received it); which rank's input held it is not known: the operation ran in place and nothing "
+            "fingerprinted its input";
+  f.details.push_back("NCCL tells its profiler of an operation after launching it, so the input of an in-place one "
+                      "is gone by then; record with a dynamically loaded libnccl.so.2 to fingerprint it");
+  if (!o.mark.empty()) f.details.push_back("after mark " + o.mark);
+  f.comm = n.Comm(o.comm);
+  f.seq = o.seq;
+  f.op = d.Api(o.api);
+  f.facts["nan"] = o.nan;
+  f.facts["inf"] = o.inf;
+  f.facts["mark"] = o.mark;
+  f.facts["first"] = true;
+  f.facts["received_by"] = received;
+  f.facts["origin_known"] = false;
+  out->push_back({std::move(f), 1.0, first->time});
 }
 
 // ---------------------------------------------------------------------------

@@ -130,6 +130,8 @@ constexpr size_t kRecentTransitions = 8;
 struct Pending {
   int64_t coll = -1;  // index into collectives, or -1 for point-to-point
   OpenCall call;
+  bool input_fingerprinted = false;  // the op event carried what it sent
+  bool captured = false;             // into a CUDA graph: it completes at the graph's launches
 };
 
 class Scanner {
@@ -269,6 +271,10 @@ class Scanner {
   // entered the job, if this rank is where it did.
   void NoteSentNonFinite(const OpenCall& call, uint32_t nan, uint32_t inf) {
     if ((nan == 0 && inf == 0) || received_nan_ || d_.nan_origin) return;
+    d_.nan_origin = Origin(call, nan, inf);
+  }
+
+  NanOrigin Origin(const OpenCall& call, uint32_t nan, uint32_t inf) const {
     NanOrigin n;
     n.comm = call.comm;
     n.seq = IsCollective(call.kind) ? call.seq : 0;
@@ -279,7 +285,7 @@ class Scanner {
     n.time_ns = call.enter_ns;
     n.call_site = call.call_site;
     n.mark = d_.last_mark;
-    d_.nan_origin = n;
+    return n;
   }
 
   void OnOp(const Event& e) {
@@ -346,7 +352,8 @@ class Scanner {
         d_.captured.push_back(CapturedColl{op.comm, op.seq, op.api, e.call_site, e.time_ns, 0});
       }
       if (nonblocking && op.request != 0) {
-        requests_[op.request] = Pending{index, CallOf(e)};
+        requests_[op.request] = Pending{index, CallOf(e), (op.flags & op_flags::kHasSendHash) != 0,
+                                        (op.flags & op_flags::kGraphCaptured) != 0};
       } else {
         t.coll = index;
       }
@@ -357,11 +364,13 @@ class Scanner {
       case OpKind::kSend:
       case OpKind::kSendrecv:
         if (op.peer >= 0) CountMessage(op.comm, World(op.comm, op.peer), true, op.peer_seq, op.tag);
-        if (nonblocking && op.request != 0) requests_[op.request] = Pending{-1, CallOf(e)};
+        if (nonblocking && op.request != 0) {
+          requests_[op.request] = Pending{-1, CallOf(e), (op.flags & op_flags::kHasSendHash) != 0};
+        }
         break;
       case OpKind::kRecv:
       case OpKind::kMrecv:
-        if (nonblocking && op.request != 0) requests_[op.request] = Pending{-1, CallOf(e)};
+        if (nonblocking && op.request != 0) requests_[op.request] = Pending{-1, CallOf(e), true};
         break;
       default:
         break;
@@ -413,7 +422,14 @@ class Scanner {
     if ((c.flags & op_flags::kHasSendHash) != 0 && it != requests_.end()) {
       NoteSentNonFinite(it->second.call, c.send_nan, c.send_inf);
     }
-    if (c.recv_nan != 0 || c.recv_inf != 0) received_nan_ = true;
+    if (c.recv_nan != 0 || c.recv_inf != 0) {
+      if (it != requests_.end() && !it->second.input_fingerprinted && (c.flags & op_flags::kHasSendHash) == 0 &&
+          !received_nan_ && !d_.nan_origin && !d_.nan_received) {
+        NanOrigin n = Origin(it->second.call, c.recv_nan, c.recv_inf);
+        d_.nan_received = n;
+      }
+      received_nan_ = true;
+    }
     if (it == requests_.end()) return;
     Pending p = it->second;
     requests_.erase(it);
@@ -576,8 +592,38 @@ class Scanner {
       }
       d_.blocked.push_back(std::move(b));
     }
+    StuckOnDevice();
     std::sort(d_.blocked.begin(), d_.blocked.end(),
               [](const BlockedCall& a, const BlockedCall& b) { return a.call.enter_ns < b.call.enter_ns; });
+  }
+
+  // An NCCL collective returns once enqueued; a hang leaves it never
+  // completed while the rank's host thread may be anywhere (and the launcher
+  // may end the rank in any way, exit included). The first NCCL collective
+  // the rank never saw complete is where its work stopped: it is stuck there
+  // (and inside it, when no call of the rank is seen blocked) once that has
+  // lasted the minimum wait.
+  void StuckOnDevice() {
+    const Pending* first = nullptr;
+    for (const auto& [request, p] : requests_) {
+      if (p.coll < 0 || p.captured || d_.collectives[static_cast<size_t>(p.coll)].state != CallState::kPending) {
+        continue;
+      }
+      if (d_.Api(p.call.api).rfind("nccl", 0) != 0) continue;
+      if (first == nullptr || p.call.enter_ns < first->call.enter_ns) first = &p;
+    }
+    if (first == nullptr) return;
+    CollEntry& c = d_.collectives[static_cast<size_t>(first->coll)];
+    const bool stuck = Stuck(c.enter_ns);
+    // A job that ended, or was stopped, soon after: nothing says it hung.
+    if (!stuck && d_.status != RankStatus::kRunning) return;
+    c.state = stuck ? CallState::kStuck : CallState::kInProgress;
+    if (!d_.blocked.empty()) return;
+    BlockedCall b;
+    b.call = first->call;
+    b.stuck = stuck;
+    b.enqueued = true;
+    d_.blocked.push_back(std::move(b));
   }
 
   const RankReader& reader_;

@@ -136,6 +136,7 @@ struct BlockedCall {
   OpenCall call;                  // the call the thread is inside
   std::vector<OpenCall> waits_for;  // a wait's incomplete requests
   bool stuck = true;              // false: in progress for less than the minimum wait
+  bool enqueued = false;          // the call returned; the work it enqueued never completed
 };
 
 struct ErrorRecord {
@@ -185,6 +186,10 @@ struct RankDigest {
   std::vector<ErrorRecord> errors;
   bool aborted = false;
   std::optional<NanOrigin> nan_origin;
+  // The first operation whose result held NaN/Inf while nothing it was given
+  // had been fingerprinted (an in-place operation NCCL reported to its
+  // profiler after it ran), before this rank received or sent any otherwise.
+  std::optional<NanOrigin> nan_received;
   std::string last_mark;
 
   // Control flow: how often each pair of consecutive calls of one thread (by
@@ -201,6 +206,12 @@ struct RankDigest {
   int64_t Abs(int64_t rank_ns) const { return header.start_realtime_ns + rank_ns; }
   // The API name of index `api`.
   std::string Api(uint16_t api) const { return header.ApiName(api); }
+  // It closed its trace at the end of its program (finalize or exit), not
+  // killed, crashed, aborted or still running.
+  bool FinishedCleanly() const {
+    return status == RankStatus::kComplete && fatal_signal == 0 && !aborted &&
+           (header.close_reason == CloseReason::kFinalize || header.close_reason == CloseReason::kExit);
+  }
 };
 
 struct DigestOptions {

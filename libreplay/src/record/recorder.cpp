@@ -155,6 +155,7 @@ Status Recorder::Start() {
   o.on_failure = [](const Status& s) {
     Warn("recording stopped: " + s.message() + "; the program continues unrecorded");
   };
+  if (launcher.rank >= 0) world_from_ = 1;
   REPLAY_ASSIGN_OR_RETURN(writer_, TraceWriter::Open(std::move(o)));
   if (!launcher.launcher.empty()) AppendInfo("launcher", launcher.launcher);
   if (launcher.local_rank >= 0) AppendInfo("launcher.local_rank", std::to_string(launcher.local_rank));
@@ -171,10 +172,30 @@ bool Recorder::AppendInfo(std::string_view key, std::string_view value) {
 }
 
 void Recorder::NoteWorld(int32_t rank, int32_t size) {
+  {
+    std::lock_guard<std::mutex> lock(world_mu_);
+    world_from_ = 1;
+  }
   writer_->UpdateHeader([&](RankHeader& h) {
     h.rank = rank;
     h.world_size = size;
   });
+}
+
+void Recorder::NoteNcclCommunicator(int32_t rank, int32_t size) {
+  if (rank < 0 || size <= 0 || rank >= size) return;
+  {
+    std::lock_guard<std::mutex> lock(world_mu_);
+    if (world_from_ == 1 || (world_from_ == 2 && size <= nccl_world_size_)) return;
+    world_from_ = 2;
+    nccl_world_size_ = size;
+  }
+  writer_->UpdateHeader([&](RankHeader& h) {
+    h.rank = rank;
+    h.world_size = size;
+  });
+  AppendInfo("nccl.world_rank", std::to_string(rank));
+  AppendInfo("nccl.world_size", std::to_string(size));
 }
 
 void Recorder::SetVersion(const std::string& key, const std::string& value) {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +68,10 @@ class Recorder {
   // The world rank and size, once MPI tells; renames nothing (the directory was
   // named from the launcher's variables) but fixes the header.
   void NoteWorld(int32_t rank, int32_t size);
+  // This process's rank and size in an NCCL communicator it made. When
+  // neither a launcher nor MPI said which rank the process is, NCCL does: the
+  // world is the first communicator made, or a larger one made later.
+  void NoteNcclCommunicator(int32_t rank, int32_t size);
   void SetVersion(const std::string& key, const std::string& value);
 
   // Drains and completes the trace. Later appends are ignored.
@@ -101,6 +106,11 @@ class Recorder {
   CommTable comms_;
   RequestTable requests_;
   std::atomic<bool> finalized_{false};
+  // Who said which rank this is: 0 nobody yet, 1 the launcher or MPI, 2 NCCL
+  // (with nccl_world_size_ ranks).
+  std::mutex world_mu_;
+  int world_from_ = 0;
+  int32_t nccl_world_size_ = 0;
   std::atomic<bool> closed_{false};
 };
 
