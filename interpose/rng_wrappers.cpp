@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/times.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -11,6 +13,8 @@
 
 #define REPLAY_EXPORT __attribute__((visibility("default")))
 #define REPLAY_UNPAREN(...) __VA_ARGS__
+// The arguments after the real function's: none for a function of none.
+#define REPLAY_MORE_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
 
 namespace {
 
@@ -32,7 +36,7 @@ Fn Next(std::atomic<void*>& slot, const char* name) {
     static std::atomic<void*> real_##name{nullptr};                                          \
     using Fn = ret(*) params;                                                                 \
     return ::replay::interpose::rng::On_##name(                                               \
-        Next<Fn>(real_##name, #name), REPLAY_UNPAREN args,                                    \
+        Next<Fn>(real_##name, #name) REPLAY_MORE_ARGS args,                                   \
         reinterpret_cast<uint64_t>(__builtin_return_address(0)));                            \
   }
 

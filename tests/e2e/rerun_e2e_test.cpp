@@ -251,7 +251,7 @@ using testing::TestProgram;
 
 std::string EarlyEntropy() { return TestProgram("mpi_early_entropy"); }
 
-TEST_CASE("entropy a library draws as it loads, before the preload's constructors, and clock readings are served",
+TEST_CASE("entropy a library draws as it loads, before the preload's constructors, clock and CPU-time readings are served",
           "[e2e]") {
   TempDir tmp;
   RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + Mpirun(2) + " " + EarlyEntropy());
