@@ -358,6 +358,7 @@ void NeighborCounts(MPI_Comm c, int rank, int* in, int* out) {
   const MpiAbi& abi = Abi();
   int topo = MPI_UNDEFINED;
   *in = *out = 0;
+  if (rerun::Active() && VirtualNeighborCounts(c, rank, in, out)) return;
   abi.Topo_test(c, &topo);
   if (topo == MPI_CART) {
     int ndims = 0;
@@ -418,12 +419,12 @@ Mode Call::Begin() noexcept {
     ctx_.capture = &emitted_;
     recording_ = true;
     if (rerun::AllRanks()) {
-      if (shape_ == Shape::kQuery || shape_ == Shape::kTopo || !Abi().ok) return mode_ = Mode::kPass;
+      if (Unrecorded(shape_) || !Abi().ok) return mode_ = Mode::kPass;
       return mode_ = Mode::kForce;
     }
     return mode_ = Mode::kRerun;
   }
-  if (shape_ == Shape::kQuery || shape_ == Shape::kTopo) return Mode::kPass;
+  if (Unrecorded(shape_)) return Mode::kPass;
   try {
     rec_ = Recorder::Get();
   } catch (...) {
@@ -763,6 +764,7 @@ void Call::DoEnter() {
       return;
     case Shape::kQuery:
     case Shape::kTopo:
+    case Shape::kGroup:
       return;
     case Shape::kRma:
       op_.peer = peer >= 0 ? peer : kNoPeer;
@@ -1196,6 +1198,7 @@ void Call::DoLeave(int rc) {
     case Shape::kTypeFree:
     case Shape::kQuery:
     case Shape::kTopo:
+    case Shape::kGroup:
       return;
   }
 }

@@ -88,7 +88,16 @@ enum class Shape {
   kTypeFree, kRma,
   kQuery,  // rank and size queries: forwarded when recording, answered when re-running
   kTopo,   // virtual topology queries: forwarded when recording, answered when a rank re-runs alone
+  kGroup,  // group operations: forwarded when recording, answered when a rank re-runs alone
 };
+
+// A rank re-run alone: the neighbour counts (in, out) of a stand-in
+// communicator's virtual topology; false when it has none (mpi_rerun.cpp).
+bool VirtualNeighborCounts(MPI_Comm comm, int rank, int* in, int* out);
+
+// Calls answered within the process and never recorded: forwarded when
+// recording and in a whole-job re-run, answered when a rank re-runs alone.
+inline bool Unrecorded(Shape s) { return s == Shape::kQuery || s == Shape::kTopo || s == Shape::kGroup; }
 
 class Call {
  public:
@@ -146,6 +155,8 @@ class Call {
   MPI_Comm* newcomm = nullptr;
   MPI_Comm* freecomm = nullptr;
   MPI_Group group = nullptr;
+  MPI_Group group2 = nullptr;      // the second group of a group operation
+  MPI_Group* group_out = nullptr;  // the group made (or freed)
   int color = 0;
   int key = 0;
   bool topology = false;
@@ -201,6 +212,7 @@ class Call {
   int ServeProbe();
   int ServeQuery();
   int ServeTopology();
+  int ServeGroup();
   // A matched probe's message, for the matched receive that takes it (in a
   // rank re-run alone every message is MPI_MESSAGE_NO_PROC, taken at once).
   void NoteMatchedMessage(MPI_Message handle, int matched_source, int matched_tag);
