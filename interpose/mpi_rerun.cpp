@@ -164,9 +164,6 @@ int Call::Serve() noexcept {
         if (h != nullptr) ctx_.requests->Complete(reinterpret_cast<uint64_t>(h), /*free_persistent=*/true);
         return Real<int (*)(MPI_Request*)>(api_)(reqs);
       }
-      case Shape::kRma:
-        Stop(Verdict::kFailed, std::string(ApiName(api_)) +
-                                   ": one-sided communication cannot be re-run without the other ranks");
       default:
         return ServeOp();
     }
@@ -657,6 +654,8 @@ int Call::ServeOp() {
       }
       return rc;
     }
+    case Shape::kRma:
+      return ServeRma(rc, *served.ret);
     case Shape::kColl: {
       if (req != nullptr) {
         NullRequest(req, true);
@@ -670,6 +669,45 @@ int Call::ServeOp() {
     default:
       return rc;
   }
+}
+
+// One-sided calls of a rank alone: its windows are windows of this singleton
+// process over the same memory (real handles), the data calls do nothing, and
+// each synchronisation writes back what the rank saw there in the recording.
+int Call::ServeRma(int rc, const Event& recorded_return) {
+  const MpiAbi& abi = Abi();
+  switch (api_) {
+    case kApi_MPI_Win_create: {
+      using Fn = int (*)(void*, MPI_Aint, int, MPI_Info, MPI_Comm, MPI_Win*);
+      if (int real_rc = Real<Fn>(api_)(win_base, win_size, disp_unit, info, abi.comm_self, win_out); real_rc != 0) {
+        return real_rc;
+      }
+      break;
+    }
+    case kApi_MPI_Win_allocate: {
+      using Fn = int (*)(MPI_Aint, int, MPI_Info, MPI_Comm, void*, MPI_Win*);
+      if (int real_rc = Real<Fn>(api_)(win_size, disp_unit, info, abi.comm_self, win_baseptr, win_out); real_rc != 0) {
+        return real_rc;
+      }
+      break;
+    }
+    case kApi_MPI_Win_free:
+      Real<int (*)(MPI_Win*)>(api_)(win_out);
+      break;
+    case kApi_MPI_Rput:
+    case kApi_MPI_Rget:
+      Stop(Verdict::kFailed, std::string(ApiName(api_)) +
+                                 ": request-based one-sided communication cannot be re-run without the other ranks");
+    default:
+      break;
+  }
+  NoteRma(rc);
+  Region r;
+  if (rc == MPI_SUCCESS && WindowSync(api_, win, &r)) {
+    const ReturnEvent& ret = recorded_return.ret;
+    Fill(session_->oracle(), r, ret.payload_hash, ret.payload_size, abi.comm_self, recorded_return);
+  }
+  return rc;
 }
 
 int Call::ServeProbe() {
