@@ -15,7 +15,7 @@ packages=(
   chromium
   # The corpus of real MPI programs the end-to-end tests record and re-run
   # (tests/e2e/corpus_e2e_test.cpp).
-  python3-mpi4py python3-numpy scotch ptscotch
+  python3-mpi4py python3-numpy scotch ptscotch lammps
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev)
