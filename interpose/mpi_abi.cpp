@@ -69,6 +69,7 @@ MpiAbi Resolve() {
   a.message_null = static_cast<MPI_Message>(Lookup("ompi_message_null"));
   a.message_no_proc = static_cast<MPI_Message>(Lookup("ompi_message_no_proc"));
   a.group_null = static_cast<MPI_Group>(Lookup("ompi_mpi_group_null"));
+  a.group_empty = static_cast<MPI_Group>(Lookup("ompi_mpi_group_empty"));
   a.op_null = static_cast<MPI_Op>(Lookup("ompi_mpi_op_null"));
   for (size_t i = 0; i < kOpCount; ++i) g_op_handles[i] = Lookup(kOps[i].symbol);
   a.ok = all && a.comm_world != nullptr && a.comm_null != nullptr && a.request_null != nullptr;

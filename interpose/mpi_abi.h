@@ -73,6 +73,7 @@ struct MpiAbi {
   MPI_Message message_null = nullptr;
   MPI_Message message_no_proc = nullptr;
   MPI_Group group_null = nullptr;
+  MPI_Group group_empty = nullptr;
   MPI_Op op_null = nullptr;
 };
 

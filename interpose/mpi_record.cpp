@@ -358,6 +358,7 @@ void NeighborCounts(MPI_Comm c, int rank, int* in, int* out) {
   const MpiAbi& abi = Abi();
   int topo = MPI_UNDEFINED;
   *in = *out = 0;
+  if (rerun::Active() && VirtualNeighborCounts(c, rank, in, out)) return;
   abi.Topo_test(c, &topo);
   if (topo == MPI_CART) {
     int ndims = 0;
@@ -418,12 +419,12 @@ Mode Call::Begin() noexcept {
     ctx_.capture = &emitted_;
     recording_ = true;
     if (rerun::AllRanks()) {
-      if (shape_ == Shape::kQuery || shape_ == Shape::kTopo || !Abi().ok) return mode_ = Mode::kPass;
+      if (Unrecorded(shape_) || !Abi().ok) return mode_ = Mode::kPass;
       return mode_ = Mode::kForce;
     }
     return mode_ = Mode::kRerun;
   }
-  if (shape_ == Shape::kQuery || shape_ == Shape::kTopo) return Mode::kPass;
+  if (Unrecorded(shape_)) return Mode::kPass;
   try {
     rec_ = Recorder::Get();
   } catch (...) {
@@ -763,6 +764,7 @@ void Call::DoEnter() {
       return;
     case Shape::kQuery:
     case Shape::kTopo:
+    case Shape::kGroup:
       return;
     case Shape::kRma:
       op_.peer = peer >= 0 ? peer : kNoPeer;
@@ -884,6 +886,95 @@ void Call::LeaveCollective(int rc) {
       FingerprintRegion(ctx_, recv_region_, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf,
                         &ret_.payload_hash, &ret_.payload_size)) {
     ret_.flags |= op_flags::kHasRecvHash;
+  }
+  AppendReturn(rc);
+}
+
+// ---------------------------------------------------------------------------
+// One-sided windows
+
+namespace {
+
+struct Window {
+  const void* base = nullptr;
+  int64_t size = 0;
+  std::vector<Piece> reads;  // origin buffers the next synchronisation completes
+};
+std::mutex g_windows_mu;
+std::unordered_map<uint64_t, Window>& Windows() {
+  static auto* w = new std::unordered_map<uint64_t, Window>();
+  return *w;
+}
+
+bool Synchronises(ApiId api) {
+  switch (api) {
+    case kApi_MPI_Win_fence:
+    case kApi_MPI_Win_lock:
+    case kApi_MPI_Win_unlock:
+    case kApi_MPI_Win_flush:
+    case kApi_MPI_Win_lock_all:
+    case kApi_MPI_Win_unlock_all:
+    case kApi_MPI_Win_post:
+    case kApi_MPI_Win_start:
+    case kApi_MPI_Win_complete:
+    case kApi_MPI_Win_wait:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool WindowSync(ApiId api, MPI_Win win, Region* r) {
+  if (!Synchronises(api)) return false;
+  std::lock_guard<std::mutex> lock(g_windows_mu);
+  auto it = Windows().find(reinterpret_cast<uint64_t>(win));
+  if (it == Windows().end()) return false;
+  Window& w = it->second;
+  r->Add(w.base, w.size, Abi().datatype_byte);
+  for (const Piece& p : w.reads) r->Add(p.buf, p.count, p.type);
+  w.reads.clear();
+  return true;
+}
+
+void Call::NoteRma(int rc) {
+  if (rc != MPI_SUCCESS) return;
+  std::lock_guard<std::mutex> lock(g_windows_mu);
+  switch (api_) {
+    case kApi_MPI_Win_create:
+    case kApi_MPI_Win_allocate: {
+      if (win_out == nullptr) return;
+      void* base = api_ == kApi_MPI_Win_create ? win_base : *static_cast<void**>(win_baseptr);
+      Windows()[reinterpret_cast<uint64_t>(*win_out)] = Window{base, static_cast<int64_t>(win_size), {}};
+      return;
+    }
+    case kApi_MPI_Win_free:
+      Windows().erase(reinterpret_cast<uint64_t>(win));
+      return;
+    case kApi_MPI_Get:
+    case kApi_MPI_Get_accumulate:
+    case kApi_MPI_Fetch_and_op:
+    case kApi_MPI_Compare_and_swap: {
+      auto it = Windows().find(reinterpret_cast<uint64_t>(win));
+      if (it != Windows().end() && rbuf != nullptr && rcount > 0) it->second.reads.push_back(Piece{rbuf, rcount, rtype});
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Call::LeaveRma(int rc) {
+  NoteRma(rc);
+  // The bytes are kept (level data) but not fingerprinted as received data: a
+  // synchronisation that opens an epoch may already see the next epoch's
+  // updates land, so they are the same in every run only once it closes.
+  Region r;
+  if (rc == MPI_SUCCESS && WindowSync(api_, win, &r)) {
+    uint64_t hash = 0;
+    uint32_t nan = 0, inf = 0;
+    FingerprintRegion(ctx_, r, Abi().comm_self, &hash, &nan, &inf, &ret_.payload_hash, &ret_.payload_size);
   }
   AppendReturn(rc);
 }
@@ -1086,8 +1177,10 @@ void Call::DoLeave(int rc) {
       ctx_.comms->Remove(Handle(saved_comm_));
       return;
     }
-    case Shape::kSend:
     case Shape::kRma:
+      LeaveRma(rc);
+      return;
+    case Shape::kSend:
     case Shape::kCancel:
     case Shape::kStart:
       AppendReturn(rc);
@@ -1196,6 +1289,7 @@ void Call::DoLeave(int rc) {
     case Shape::kTypeFree:
     case Shape::kQuery:
     case Shape::kTopo:
+    case Shape::kGroup:
       return;
   }
 }

@@ -88,7 +88,27 @@ enum class Shape {
   kTypeFree, kRma,
   kQuery,  // rank and size queries: forwarded when recording, answered when re-running
   kTopo,   // virtual topology queries: forwarded when recording, answered when a rank re-runs alone
+  kGroup,  // group operations: forwarded when recording, answered when a rank re-runs alone
 };
+
+// A rank re-run alone: the neighbour counts (in, out) of a stand-in
+// communicator's virtual topology; false when it has none (mpi_rerun.cpp).
+bool VirtualNeighborCounts(MPI_Comm comm, int rank, int* in, int* out);
+
+// One-sided communication. What one rank sees of it is its window's memory
+// and the origin buffers of its reads, both valid once a synchronisation call
+// returns: that is where they are recorded (at level data, the bytes), and
+// where a rank re-run alone writes them back. Request-based reads (MPI_Rget)
+// complete at a wait and are not covered.
+// For a synchronisation call on `win` (fence, lock, unlock, flush, lock_all,
+// unlock_all, post, start, complete, wait): the window's memory, then the
+// origin buffers of the reads it completes, which are forgotten now. False
+// for other calls and unknown windows.
+bool WindowSync(ApiId api, MPI_Win win, Region* r);
+
+// Calls answered within the process and never recorded: forwarded when
+// recording and in a whole-job re-run, answered when a rank re-runs alone.
+inline bool Unrecorded(Shape s) { return s == Shape::kQuery || s == Shape::kTopo || s == Shape::kGroup; }
 
 class Call {
  public:
@@ -146,6 +166,8 @@ class Call {
   MPI_Comm* newcomm = nullptr;
   MPI_Comm* freecomm = nullptr;
   MPI_Group group = nullptr;
+  MPI_Group group2 = nullptr;      // the second group of a group operation
+  MPI_Group* group_out = nullptr;  // the group made (or freed)
   int color = 0;
   int key = 0;
   bool topology = false;
@@ -171,6 +193,14 @@ class Call {
   int* provided = nullptr;
   int errorcode = 0;
   MPI_Datatype* type_ptr = nullptr;
+  // One-sided communication: the window, and what creates one.
+  MPI_Win win = nullptr;
+  MPI_Win* win_out = nullptr;
+  void* win_base = nullptr;
+  void* win_baseptr = nullptr;  // MPI_Win_allocate: where the base it allocates is written
+  MPI_Aint win_size = 0;
+  int disp_unit = 1;
+  MPI_Info info = nullptr;
 
  private:
   void DoEnter();
@@ -180,6 +210,11 @@ class Call {
   void LeaveCommCreate(int rc);
   void LeaveComplete(int rc);
   void LeaveInit(int rc);
+  void LeaveRma(int rc);
+  // One-sided calls: registers the window a creating call made, forgets a
+  // freed one, and notes the origin buffer of a read.
+  void NoteRma(int rc);
+  int ServeRma(int rc, const Event& recorded_return);
   template <typename Body>
   void Emit(EventKind kind, const Body& body, uint64_t site, std::span<const int64_t> list = {},
             std::string_view text = {}) {
@@ -201,6 +236,7 @@ class Call {
   int ServeProbe();
   int ServeQuery();
   int ServeTopology();
+  int ServeGroup();
   // A matched probe's message, for the matched receive that takes it (in a
   // rank re-run alone every message is MPI_MESSAGE_NO_PROC, taken at once).
   void NoteMatchedMessage(MPI_Message handle, int matched_source, int matched_tag);

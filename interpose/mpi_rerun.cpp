@@ -1,6 +1,7 @@
 // Re-running a rank of an MPI job: every MPI call answered from the recording
 // (one rank alone), or made for real and held to the recorded choices (every
 // rank). The session, and how a re-run stops, are in replay/session.h.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -147,6 +148,8 @@ int Call::Serve() noexcept {
         return ServeQuery();
       case Shape::kTopo:
         return ServeTopology();
+      case Shape::kGroup:
+        return ServeGroup();
       case Shape::kComplete:
         return ServeComplete();
       case Shape::kProbe:
@@ -161,9 +164,6 @@ int Call::Serve() noexcept {
         if (h != nullptr) ctx_.requests->Complete(reinterpret_cast<uint64_t>(h), /*free_persistent=*/true);
         return Real<int (*)(MPI_Request*)>(api_)(reqs);
       }
-      case Shape::kRma:
-        Stop(Verdict::kFailed, std::string(ApiName(api_)) +
-                                   ": one-sided communication cannot be re-run without the other ranks");
       default:
         return ServeOp();
     }
@@ -206,6 +206,21 @@ void CopyOut(const std::vector<int>& from, int max, int* to) {
 }
 
 }  // namespace
+
+bool VirtualNeighborCounts(MPI_Comm comm, int rank, int* in, int* out) {
+  std::optional<Topology> t = TopologyOf(comm);
+  if (!t) return false;
+  switch (t->kind) {
+    case Topology::Kind::kCart: *in = *out = 2 * static_cast<int>(t->dims.size()); break;
+    case Topology::Kind::kGraph: *in = *out = static_cast<int>(t->Neighbors(rank).size()); break;
+    case Topology::Kind::kDistGraph:
+      *in = static_cast<int>(t->sources.size());
+      *out = static_cast<int>(t->destinations.size());
+      break;
+    case Topology::Kind::kNone: return false;
+  }
+  return true;
+}
 
 // The topology a creating call gives its new communicator, from the call's
 // own arguments (the same in the re-run as in the recording, or the call
@@ -300,6 +315,186 @@ int Call::ForwardTopology() {
       return Real<int (*)(MPI_Comm, int, I, I, int, I, I)>(api_)(comm, topo_n, topo_out[0], topo_out[1], topo_m,
                                                                   topo_out[2], topo_out[3]);
     default: return MPI_ERR_INTERN;
+  }
+}
+
+namespace {
+
+// The groups of a rank re-run alone: each a real group of this singleton
+// process (so that every handle is distinct and valid), standing for the
+// recorded members it holds, in world ranks and group order. The empty group
+// is MPI_GROUP_EMPTY, as MPI makes it.
+std::mutex g_groups_mu;
+std::unordered_map<uint64_t, std::vector<int32_t>>& Groups() {
+  static auto* g = new std::unordered_map<uint64_t, std::vector<int32_t>>();
+  return *g;
+}
+
+uint64_t Handle(MPI_Group g) { return reinterpret_cast<uint64_t>(g); }
+
+// The members a group stands for; null when the group is none the re-run made.
+std::optional<std::vector<int32_t>> GroupMembers(MPI_Group g) {
+  if (g == Abi().group_empty) return std::vector<int32_t>{};
+  std::lock_guard<std::mutex> lock(g_groups_mu);
+  auto it = Groups().find(Handle(g));
+  if (it == Groups().end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<int32_t> Needed(MPI_Group g, const char* api) {
+  std::optional<std::vector<int32_t>> m = GroupMembers(g);
+  if (!m) {
+    Stop(Verdict::kFailed, std::string(api) +
+                               " was given a group that no communicator of the re-run made; a rank re-run alone "
+                               "answers group operations on the groups of recorded communicators only");
+  }
+  return *m;
+}
+
+MPI_Group NewGroup(std::vector<int32_t> members) {
+  const MpiAbi& abi = Abi();
+  if (members.empty()) return abi.group_empty;
+  MPI_Group self = abi.group_null, made = abi.group_null;
+  abi.Comm_group(abi.comm_self, &self);
+  const int zero = 0;
+  Real<int (*)(MPI_Group, int, const int*, MPI_Group*)>(kApi_MPI_Group_incl)(self, 1, &zero, &made);
+  abi.Group_free(&self);
+  std::lock_guard<std::mutex> lock(g_groups_mu);
+  Groups()[Handle(made)] = std::move(members);
+  return made;
+}
+
+int IndexIn(const std::vector<int32_t>& members, int32_t world_rank) {
+  auto it = std::find(members.begin(), members.end(), world_rank);
+  return it == members.end() ? MPI_UNDEFINED : static_cast<int>(it - members.begin());
+}
+
+bool Contains(const std::vector<int32_t>& members, int32_t world_rank) {
+  return IndexIn(members, world_rank) != MPI_UNDEFINED;
+}
+
+// The group ranks MPI_Group_range_incl and _excl name: each triplet (first,
+// last, stride) from first to last inclusive; empty when one leaves the group.
+std::optional<std::vector<int>> RangeRanks(int n, const int* triplets, int size) {
+  std::vector<int> ranks;
+  for (int i = 0; i < n; ++i) {
+    const int first = triplets[3 * i], last = triplets[3 * i + 1], stride = triplets[3 * i + 2];
+    if (stride == 0 || first < 0 || first >= size || last < 0 || last >= size) return std::nullopt;
+    if ((stride > 0 && first > last) || (stride < 0 && first < last)) return std::nullopt;
+    for (int r = first; stride > 0 ? r <= last : r >= last; r += stride) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+int Call::ServeGroup() {
+  const MpiAbi& abi = Abi();
+  const char* api = ApiName(api_);
+  auto made = [&](std::vector<int32_t> members) {
+    *group_out = NewGroup(std::move(members));
+    return MPI_SUCCESS;
+  };
+  switch (api_) {
+    case kApi_MPI_Comm_group: {
+      CommState* cs = ctx_.comms->Find(Handle(comm));
+      if (cs == nullptr) return Real<int (*)(MPI_Comm, MPI_Group*)>(api_)(comm, group_out);
+      const size_t n = std::min(cs->members.size(), static_cast<size_t>(std::max(cs->size, 0)));
+      return made(std::vector<int32_t>(cs->members.begin(), cs->members.begin() + static_cast<ptrdiff_t>(n)));
+    }
+    case kApi_MPI_Group_free: {
+      if (group_out == nullptr) return MPI_ERR_ARG;
+      if (*group_out != abi.group_empty) {
+        std::lock_guard<std::mutex> lock(g_groups_mu);
+        Groups().erase(Handle(*group_out));
+      }
+      return Real<int (*)(MPI_Group*)>(api_)(group_out);
+    }
+    case kApi_MPI_Group_size: *int_out = static_cast<int>(Needed(group, api).size()); return MPI_SUCCESS;
+    case kApi_MPI_Group_rank: *int_out = IndexIn(Needed(group, api), session_->oracle().world_rank()); return MPI_SUCCESS;
+    case kApi_MPI_Group_translate_ranks: {
+      const std::vector<int32_t> from = Needed(group, api), to = Needed(group2, api);
+      for (int i = 0; i < topo_n; ++i) {
+        const int r = topo_a[i];
+        if (r == MPI_PROC_NULL) {
+          topo_out[0][i] = MPI_PROC_NULL;
+          continue;
+        }
+        if (r < 0 || r >= static_cast<int>(from.size())) return MPI_ERR_RANK;
+        topo_out[0][i] = IndexIn(to, from[static_cast<size_t>(r)]);
+      }
+      return MPI_SUCCESS;
+    }
+    case kApi_MPI_Group_compare: {
+      std::vector<int32_t> a = Needed(group, api), b = Needed(group2, api);
+      if (a == b) {
+        *int_out = MPI_IDENT;
+      } else {
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        *int_out = a == b ? MPI_SIMILAR : MPI_UNEQUAL;
+      }
+      return MPI_SUCCESS;
+    }
+    case kApi_MPI_Group_incl:
+    case kApi_MPI_Group_excl: {
+      const std::vector<int32_t> from = Needed(group, api);
+      std::vector<bool> named(from.size(), false);
+      std::vector<int32_t> members;
+      for (int i = 0; i < topo_n; ++i) {
+        const int r = topo_a[i];
+        if (r < 0 || r >= static_cast<int>(from.size()) || named[static_cast<size_t>(r)]) return MPI_ERR_RANK;
+        named[static_cast<size_t>(r)] = true;
+        members.push_back(from[static_cast<size_t>(r)]);
+      }
+      if (api_ == kApi_MPI_Group_excl) {
+        members.clear();
+        for (size_t r = 0; r < from.size(); ++r) {
+          if (!named[r]) members.push_back(from[r]);
+        }
+      }
+      return made(std::move(members));
+    }
+    case kApi_MPI_Group_range_incl:
+    case kApi_MPI_Group_range_excl: {
+      const std::vector<int32_t> from = Needed(group, api);
+      std::optional<std::vector<int>> ranks = RangeRanks(topo_n, topo_a, static_cast<int>(from.size()));
+      if (!ranks) return MPI_ERR_RANK;
+      std::vector<bool> named(from.size(), false);
+      std::vector<int32_t> members;
+      for (int r : *ranks) {
+        if (named[static_cast<size_t>(r)]) return MPI_ERR_RANK;
+        named[static_cast<size_t>(r)] = true;
+        members.push_back(from[static_cast<size_t>(r)]);
+      }
+      if (api_ == kApi_MPI_Group_range_excl) {
+        members.clear();
+        for (size_t r = 0; r < from.size(); ++r) {
+          if (!named[r]) members.push_back(from[r]);
+        }
+      }
+      return made(std::move(members));
+    }
+    case kApi_MPI_Group_union:
+    case kApi_MPI_Group_intersection:
+    case kApi_MPI_Group_difference: {
+      const std::vector<int32_t> a = Needed(group, api), b = Needed(group2, api);
+      std::vector<int32_t> members;
+      if (api_ == kApi_MPI_Group_union) {
+        members = a;
+        for (int32_t m : b) {
+          if (!Contains(a, m)) members.push_back(m);
+        }
+      } else {
+        const bool keep = api_ == kApi_MPI_Group_intersection;
+        for (int32_t m : a) {
+          if (Contains(b, m) == keep) members.push_back(m);
+        }
+      }
+      return made(std::move(members));
+    }
+    default:
+      return MPI_ERR_INTERN;
   }
 }
 
@@ -459,6 +654,8 @@ int Call::ServeOp() {
       }
       return rc;
     }
+    case Shape::kRma:
+      return ServeRma(rc, *served.ret);
     case Shape::kColl: {
       if (req != nullptr) {
         NullRequest(req, true);
@@ -472,6 +669,45 @@ int Call::ServeOp() {
     default:
       return rc;
   }
+}
+
+// One-sided calls of a rank alone: its windows are windows of this singleton
+// process over the same memory (real handles), the data calls do nothing, and
+// each synchronisation writes back what the rank saw there in the recording.
+int Call::ServeRma(int rc, const Event& recorded_return) {
+  const MpiAbi& abi = Abi();
+  switch (api_) {
+    case kApi_MPI_Win_create: {
+      using Fn = int (*)(void*, MPI_Aint, int, MPI_Info, MPI_Comm, MPI_Win*);
+      if (int real_rc = Real<Fn>(api_)(win_base, win_size, disp_unit, info, abi.comm_self, win_out); real_rc != 0) {
+        return real_rc;
+      }
+      break;
+    }
+    case kApi_MPI_Win_allocate: {
+      using Fn = int (*)(MPI_Aint, int, MPI_Info, MPI_Comm, void*, MPI_Win*);
+      if (int real_rc = Real<Fn>(api_)(win_size, disp_unit, info, abi.comm_self, win_baseptr, win_out); real_rc != 0) {
+        return real_rc;
+      }
+      break;
+    }
+    case kApi_MPI_Win_free:
+      Real<int (*)(MPI_Win*)>(api_)(win_out);
+      break;
+    case kApi_MPI_Rput:
+    case kApi_MPI_Rget:
+      Stop(Verdict::kFailed, std::string(ApiName(api_)) +
+                                 ": request-based one-sided communication cannot be re-run without the other ranks");
+    default:
+      break;
+  }
+  NoteRma(rc);
+  Region r;
+  if (rc == MPI_SUCCESS && WindowSync(api_, win, &r)) {
+    const ReturnEvent& ret = recorded_return.ret;
+    Fill(session_->oracle(), r, ret.payload_hash, ret.payload_size, abi.comm_self, recorded_return);
+  }
+  return rc;
 }
 
 int Call::ServeProbe() {
@@ -589,8 +825,7 @@ CallForm FormOf(Shape shape, bool blocking_wait, bool has_flag) {
 }
 
 bool Records(Shape shape) {
-  return shape != Shape::kTypeFree && shape != Shape::kRequestFree && shape != Shape::kQuery &&
-         shape != Shape::kTopo;
+  return shape != Shape::kTypeFree && shape != Shape::kRequestFree && !Unrecorded(shape);
 }
 
 std::string CompareReturn(const ReturnEvent& now, const ReturnEvent& then) {

@@ -373,4 +373,30 @@ time_t On_time(TimeFn real, time_t* out, uint64_t site) {
   return rc;
 }
 
+int On_getrusage(GetrusageFn real, int who, struct rusage* usage, uint64_t site) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return static_cast<int>(Clock(EntropySource::kGetrusage, static_cast<uint32_t>(who), usage,
+                                usage != nullptr ? sizeof(*usage) : 0, site,
+                                [&] { return static_cast<int64_t>(real(who, usage)); }));
+}
+
+clock_t On_times(TimesFn real, struct tms* buf, uint64_t site) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return static_cast<clock_t>(-1);
+  }
+  return static_cast<clock_t>(Clock(EntropySource::kTimes, 0, buf, buf != nullptr ? sizeof(*buf) : 0, site,
+                                    [&] { return static_cast<int64_t>(real(buf)); }));
+}
+
+clock_t On_clock(ClockFn real, uint64_t site) {
+  if (real == nullptr) return static_cast<clock_t>(-1);
+  // The reading is the return value: the event's rc, with no bytes.
+  return static_cast<clock_t>(
+      Clock(EntropySource::kClock, 0, nullptr, 0, site, [&] { return static_cast<int64_t>(real()); }));
+}
+
 }  // namespace replay::interpose::rng

@@ -8,7 +8,8 @@
 // in a small buffer and recorded if the process goes on to be recorded.
 //
 // Clock readings (clock_gettime, gettimeofday, time; MPI_Wtime reads the
-// first) are recorded with what the call wrote, from the first recorded
+// first) and CPU-time readings (getrusage, times, clock) are recorded with
+// what the call wrote, from the first recorded
 // communication call on and on the program's threads only (guard.h), so that
 // a re-run sees the recorded times: programs reduce their timings across
 // ranks, seed generators from the clock and decide by elapsed time.
@@ -17,7 +18,9 @@
 #pragma once
 
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/time.h>
+#include <sys/times.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -65,6 +68,12 @@ using TimeFn = time_t (*)(time_t*);
 int On_clock_gettime(ClockGettimeFn real, clockid_t clock, struct timespec* tp, uint64_t site);
 int On_gettimeofday(GettimeofdayFn real, struct timeval* tv, void* tz, uint64_t site);
 time_t On_time(TimeFn real, time_t* out, uint64_t site);
+using GetrusageFn = int (*)(int, struct rusage*);
+using TimesFn = clock_t (*)(struct tms*);
+using ClockFn = clock_t (*)();
+int On_getrusage(GetrusageFn real, int who, struct rusage* usage, uint64_t site);
+clock_t On_times(TimesFn real, struct tms* buf, uint64_t site);
+clock_t On_clock(ClockFn real, uint64_t site);
 
 // The open family: notes descriptors opened on a random device.
 int Opened(int fd, const char* path);

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/times.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -12,6 +14,8 @@
 
 #define REPLAY_EXPORT __attribute__((visibility("default")))
 #define REPLAY_UNPAREN(...) __VA_ARGS__
+// The arguments after the real function's: none for a function of none.
+#define REPLAY_MORE_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
 
 namespace {
 
@@ -35,7 +39,7 @@ Fn Next(std::atomic<void*>& slot, const char* name) {
     Fn real = Next<Fn>(real_##name, #name);                                                   \
     if (real != nullptr && ::replay::interpose::Inert()) return real args;                    \
     return ::replay::interpose::rng::On_##name(                                               \
-        real, REPLAY_UNPAREN args, reinterpret_cast<uint64_t>(__builtin_return_address(0)));  \
+        real REPLAY_MORE_ARGS args, reinterpret_cast<uint64_t>(__builtin_return_address(0)));  \
   }
 
 #define REPLAY_RNG_OPEN(name, params, args)                                                   \

@@ -288,6 +288,10 @@ int Run(const Options& opt) {
   if (!state_path.ok()) return Fail("rerun", state_path.status());
 
   ForgetLauncher();
+  // The rank's one-sided windows become windows of this singleton process
+  // (over MPI_COMM_SELF), which Open MPI's rdma component cannot make and its
+  // other components can. A choice the user made stays.
+  setenv("OMPI_MCA_osc", "^rdma", /*overwrite=*/0);
   PreloadInterposer(lib);
   RerunRequest request;
   request.mode = RerunMode::kOneRank;

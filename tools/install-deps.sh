@@ -15,7 +15,7 @@ packages=(
   chromium
   # The corpus of real MPI programs the end-to-end tests record and re-run
   # (tests/e2e/corpus_e2e_test.cpp).
-  python3-mpi4py python3-numpy scotch ptscotch
+  python3-mpi4py python3-numpy scotch ptscotch lammps
   # PyTorch as Debian ships it (CPU), for tests/e2e/torch_e2e_test.cpp.
   python3-torch
 )

@@ -83,6 +83,27 @@ std::vector<Program> Corpus() {
                 if (rank != 0) return std::vector<std::string>{};
                 return std::vector<std::string>{testing::ReadFile(dir / "parts.map")};
               }},
+      // LAMMPS melts a Lennard-Jones crystal (its own "melt" example): spatial
+      // decomposition with halo exchanges, velocities from its seeded generator,
+      // and CPU time (getrusage) reduced across ranks for its timing summary.
+      Program{"LAMMPS's Lennard-Jones melt", "",
+              "printf 'units lj\\natom_style atomic\\nlattice fcc 0.8442\\nregion box block 0 6 0 6 0 6\\n"
+              "create_box 1 box\\ncreate_atoms 1 box\\nmass 1 1.0\\nvelocity all create 3.0 87287 loop geom\\n"
+              "pair_style lj/cut 2.5\\npair_coeff 1 1 1.0 1.0 2.5\\nneighbor 0.3 bin\\n"
+              "neigh_modify every 20 delay 0 check no\\nfix 1 all nve\\nthermo 25\\nrun 100\\n' > in.melt",
+              [](int) { return std::string("lmp -in in.melt -log none"); },
+              [](const std::string& out, const TempDir&, int rank) {
+                // Rank 0 prints the thermodynamics, from the header to the loop time.
+                std::vector<std::string> v;
+                if (rank != 0) return v;
+                bool in_table = false;
+                for (const std::string& l : Grep(out, "")) {
+                  if (l.rfind("Step ", 0) == 0) in_table = true;
+                  if (l.rfind("Loop time", 0) == 0) in_table = false;
+                  if (in_table) v.push_back(l);
+                }
+                return v;
+              }},
   };
 }
 
@@ -133,6 +154,7 @@ TEST_CASE("corpus: a numpy + mpi4py trainer re-runs bit for bit", "[corpus]") { 
 TEST_CASE("corpus: mpi4py's helloworld, run as a module, re-runs", "[corpus]") { RunAtTwoAndFour(Corpus()[1]); }
 TEST_CASE("corpus: mpi4py's ring test, run as a module, re-runs", "[corpus]") { RunAtTwoAndFour(Corpus()[2]); }
 TEST_CASE("corpus: PT-Scotch's dgpart re-runs its partition", "[corpus]") { RunAtTwoAndFour(Corpus()[3]); }
+TEST_CASE("corpus: LAMMPS re-runs its thermodynamics", "[corpus]") { RunAtTwoAndFour(Corpus()[4]); }
 
 }  // namespace
 }  // namespace replay

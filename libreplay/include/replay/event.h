@@ -76,8 +76,9 @@ std::string_view RedOpName(RedOp op);
 enum class EntropySource : uint8_t {
   kGetrandom = 0, kGetentropy, kDevUrandom, kDevRandom, kRandomDevice,
   kClockGettime, kGettimeofday, kTime,  // clock readings (the bytes the call wrote)
+  kGetrusage, kTimes, kClock,           // CPU-time readings, served as clock readings
 };
-inline constexpr int kEntropySourceCount = 8;
+inline constexpr int kEntropySourceCount = 11;
 inline bool IsClock(EntropySource s) { return s >= EntropySource::kClockGettime; }
 std::string_view EntropySourceName(EntropySource s);
 

@@ -59,7 +59,8 @@ std::string_view RedOpName(RedOp op) {
 std::string_view EntropySourceName(EntropySource s) {
   static constexpr std::string_view kNames[] = {"getrandom",     "getentropy",    "/dev/urandom",
                                                 "/dev/random",   "random_device", "clock_gettime",
-                                                "gettimeofday",  "time"};
+                                                "gettimeofday",  "time",          "getrusage",
+                                                "times",         "clock"};
   static_assert(std::size(kNames) == kEntropySourceCount);
   return NameFrom(kNames, static_cast<size_t>(s));
 }

@@ -186,6 +186,9 @@ enum EntropySource {
   clockGettime @5;    # clock_gettime: flags = the clock id, bytes = the struct timespec
   gettimeofday @6;    # bytes = the struct timeval
   time @7;            # time(2): bytes = the time_t returned
+  getrusage @8;       # flags = who, bytes = the struct rusage
+  times @9;           # bytes = the struct tms; rc = the clock_t returned
+  clock @10;          # clock(3): no bytes; rc = the clock_t returned
 }
 
 enum SeedSource {
