@@ -16,6 +16,7 @@
 #include "replay/event_format.h"
 #include "replay/oracle.h"
 #include "replay/rerun_state.h"
+#include "replay/settings.h"
 #include "term.h"
 #include "trace_input.h"
 
@@ -251,6 +252,10 @@ int RunAll(const Options& opt) {
 
 int Run(const Options& opt) {
   if (opt.command.empty()) return Fail("rerun", "no command given: replay rerun DIR --rank R -- COMMAND...");
+  if (const char* off = std::getenv(setting_names::disable); off != nullptr && std::string(off) == "1") {
+    return Fail("rerun", "REPLAY_DISABLE=1 is set, which leaves every process as if nothing were preloaded: "
+                         "nothing could be served. Unset it to re-run.");
+  }
   if (opt.all) {
     if (opt.rank >= 0 || opt.stop_at >= 0 || !opt.from_mark.empty()) {
       return Fail("rerun", "--all re-runs every rank from the start; --rank, --stop-at and --from-mark go without it");

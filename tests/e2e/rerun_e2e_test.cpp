@@ -159,6 +159,13 @@ TEST_CASE("rerun refuses what it cannot re-run, saying why", "[e2e]") {
   RunResult no_mark = Rerun(tmp, 0, "--steps 2", "--from-mark checkpoint=99");
   CHECK(no_mark.exit_code == 2);
   CHECK(Grep(no_mark.output, "recorded no mark checkpoint=99").size() == 1);
+
+  // REPLAY_DISABLE=1 would leave the program unserved: said, not run.
+  RunResult disabled = Run("REPLAY_DISABLE=1 " + Replay() + " rerun " + (tmp / "t") + " --rank 0 -- " + MpiTrain() +
+                           " --steps 2");
+  CHECK(disabled.exit_code == 2);
+  CHECK(Grep(disabled.output, "REPLAY_DISABLE=1 is set").size() == 1);
+  CHECK(Grep(disabled.output, "rank 0 loss").empty());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "record/context.h"
 #include "record/program_identity.h"
 #include "replay/event_format.h"
+#include "replay/settings.h"
 
 namespace replay::rerun {
 
@@ -85,7 +86,10 @@ bool internal::Decide() {
   std::lock_guard<std::mutex> lock(mu);
   if (int mode = g_mode.load(); mode != 0) return mode == 1;
   RerunRequest request = RerunRequest::FromEnvironment();
-  if (request.mode == RerunMode::kNone || !RunsRecordedProgram(request)) {
+  // REPLAY_DISABLE=1 leaves a process as if nothing were preloaded, re-run or not.
+  const char* disabled = std::getenv(setting_names::disable);
+  const bool inert = disabled != nullptr && std::strcmp(disabled, "1") == 0;
+  if (inert || request.mode == RerunMode::kNone || !RunsRecordedProgram(request)) {
     g_mode.store(2, std::memory_order_release);
     return false;
   }
