@@ -548,9 +548,12 @@ void StopGroup(Ev* ev) {
 // ---------------------------------------------------------------------------
 // The plugin's entry points, one implementation for both tables.
 
+std::atomic<bool> g_loaded{false};
+
 ncclResult_t Init(void** context, uint64_t hash, int* mask, const char* name, int nodes, int nranks, int rank,
                   abi::DebugLogger log, bool v6, const void* caller) noexcept {
   if (context == nullptr || mask == nullptr) return ncclInvalidArgument;
+  g_loaded.store(true, std::memory_order_relaxed);
   *context = nullptr;
   try {
     auto* ctx = new Context();
@@ -732,6 +735,8 @@ ncclResult_t StartV5(void* context, void** handle, abi::DescrV5* d) {
 ncclResult_t StartV6(void* context, void** handle, abi::DescrV6* d) { return Start(context, handle, d, true); }
 
 }  // namespace
+
+bool Loaded() { return g_loaded.load(std::memory_order_relaxed); }
 
 void NoteApiPath() {
   if (Recorder* rec = Recorder::Peek()) NotePath(rec, "api");

@@ -50,4 +50,7 @@ namespace replay::interpose::nccl_profiler {
 // process, as the info event nccl.recorded_by).
 void NoteApiPath();
 
+// Whether NCCL has initialised this plugin for a communicator of the process.
+bool Loaded();
+
 }  // namespace replay::interpose::nccl_profiler

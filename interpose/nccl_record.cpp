@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -290,7 +291,7 @@ uint64_t UniqueIdCommId(const ncclUniqueId* ids, int n) {
   return Hash64(ids, sizeof(ncclUniqueId) * static_cast<size_t>(std::max(n, 0)), 0x6e63636cull);
 }
 
-void CheckForStaticNccl() {
+void CheckForStaticNccl(bool at_exit) {
   if (dlsym(RTLD_DEFAULT, "ncclGetVersion") != nullptr) return;
   // No NCCL symbol at all, yet a module that ships NCCL inside it.
   std::string culprit;
@@ -304,11 +305,16 @@ void CheckForStaticNccl() {
         return 0;
       },
       &culprit);
-  if (!culprit.empty()) {
-    WarnOnce("static-nccl", "NCCL is linked statically into " + culprit +
-                                ": its calls cannot be intercepted and are not recorded. Use a build that loads "
-                                "libnccl.so.2 dynamically (PyTorch pip wheels do; conda builds do not).");
-  }
+  if (culprit.empty() || nccl_profiler::Loaded()) return;
+  // NCCL linked in reaches the recorder through its profiler plugin interface
+  // when NCCL_PROFILER_PLUGIN names it (replay record sets it): only when it
+  // has not by the end is anything lost.
+  const char* plugin = std::getenv("NCCL_PROFILER_PLUGIN");
+  if (plugin != nullptr && *plugin != '\0' && !at_exit) return;
+  WarnOnce("static-nccl", "NCCL is linked into " + culprit +
+                              " and did not load the recorder as its profiler plugin: its calls were not "
+                              "recorded. Record with `replay record` (which sets NCCL_PROFILER_PLUGIN) and an "
+                              "NCCL with profiler plugin v5 or later, or a build that loads libnccl.so.2.");
 }
 
 Mode Call::Begin() noexcept {

@@ -187,8 +187,10 @@ RedOp RedOpOf(ncclRedOp_t op);
 // The communicator identity of one made from `ids`.
 uint64_t UniqueIdCommId(const ncclUniqueId* ids, int n);
 
-// Whether NCCL is in the process only statically (its calls cannot be seen):
-// warns once when it looks so. Called when recording starts.
-void CheckForStaticNccl();
+// Whether NCCL is in the process only statically, where only its profiler
+// plugin interface can tell the recorder of its calls: warns once when NCCL
+// has not loaded the recorder as its plugin (when recording starts if
+// NCCL_PROFILER_PLUGIN is unset, else at exit).
+void CheckForStaticNccl(bool at_exit);
 
 }  // namespace replay::interpose::nccl

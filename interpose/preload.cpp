@@ -46,7 +46,7 @@ void OnActivation() {
   InstallSignalHandlers();
   pthread_atfork(nullptr, nullptr, InChild);
 #ifdef REPLAY_HAVE_NCCL
-  nccl::CheckForStaticNccl();
+  nccl::CheckForStaticNccl(/*at_exit=*/false);
 #endif
 }
 
@@ -54,7 +54,7 @@ void OnActivation() {
 // A program whose NCCL is linked in statically never calls the wrappers, so
 // recording may never start: look once more at exit.
 __attribute__((destructor)) void CheckNcclAtExit() {
-  if (!Inert()) nccl::CheckForStaticNccl();
+  if (!Inert()) nccl::CheckForStaticNccl(/*at_exit=*/true);
 }
 #endif
 

@@ -795,7 +795,7 @@ TEST_CASE("check finds the rank that sent a NaN from device memory", "[e2e][nccl
   CHECK(f["seq"] == 2);
 }
 
-TEST_CASE("a program whose NCCL is linked in statically is reported once, not silently missed", "[e2e][nccl]") {
+TEST_CASE("a program whose NCCL is linked in and never loads the recorder as its profiler plugin is reported once", "[e2e][nccl]") {
   TempDir tmp;
   // A module named like PyTorch's CUDA library, with NCCL inside it and no
   // NCCL symbol the preload could interpose.
@@ -808,8 +808,15 @@ TEST_CASE("a program whose NCCL is linked in statically is reported once, not si
   RunResult r = Run("LD_PRELOAD=" + testing::Preload() + ":" + so + " REPLAY_DIR=" + (tmp / "t") + " bash -c 'exit 3'");
   CHECK(r.exit_code == 3);
   INFO(r.output);
-  auto warnings = Grep(r.output, "linked statically");
+  auto warnings = Grep(r.output, "did not load the recorder as its profiler plugin");
   CHECK(warnings.size() == 1);
+  // Pointed at the recorder as NCCL's profiler plugin, as replay record does:
+  // said once, at exit, since NCCL never loaded it.
+  RunResult plugin = Run("LD_PRELOAD=" + testing::Preload() + ":" + so + " NCCL_PROFILER_PLUGIN=" + testing::Preload() +
+                         " REPLAY_DIR=" + (tmp / "p") + " bash -c 'exit 3'");
+  CHECK(plugin.exit_code == 3);
+  INFO(plugin.output);
+  CHECK(Grep(plugin.output, "did not load the recorder as its profiler plugin").size() == 1);
 }
 
 }  // namespace
