@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -146,6 +147,18 @@ void PrintSummary(const std::string& dir) {
   std::fprintf(stderr, "next: replay info %s\n", dir.c_str());
 }
 
+
+// Whether the command is Open MPI's launcher given -x, which it refuses to
+// combine with the environment list replay otherwise forwards its settings by.
+bool ForwardsWithX(const std::vector<std::string>& command) {
+  if (command.empty()) return false;
+  std::string launcher = command[0].substr(command[0].rfind('/') == std::string::npos ? 0 : command[0].rfind('/') + 1);
+  if (launcher.rfind("mpirun", 0) != 0 && launcher.rfind("mpiexec", 0) != 0 && launcher.rfind("orterun", 0) != 0) {
+    return false;
+  }
+  return std::find(command.begin() + 1, command.end(), "-x") != command.end();
+}
+
 int Run(std::string dir, const std::string& level, bool force, const std::vector<std::string>& command) {
   if (command.empty()) return Fail("record", "no command given: replay record [-o DIR] -- COMMAND...");
   if (!ParseLevel(level)) return Fail("record", "--level " + level + " is not one of meta, hash, data");
@@ -197,13 +210,23 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
   setenv("REPLAY_COMMAND", JoinCommand(command).c_str(), 1);
   // Open MPI forwards these to ranks on other hosts: the preload, and every
   // setting that is set (the ones above always are).
-  std::string forward = "LD_PRELOAD;NCCL_PROFILER_PLUGIN;REPLAY_COMMAND";
+  std::vector<std::string> forward = {"LD_PRELOAD", "NCCL_PROFILER_PLUGIN", "REPLAY_COMMAND"};
   for (const SettingInfo& setting : AllSettings()) {
-    if (std::getenv(setting.name) != nullptr) forward += std::string(";") + setting.name;
+    if (std::getenv(setting.name) != nullptr) forward.emplace_back(setting.name);
   }
-  PrependEnv("OMPI_MCA_mca_base_env_list", forward, ';');
+  std::vector<std::string> run = command;
+  if (ForwardsWithX(command)) {
+    // Open MPI refuses mca_base_env_list next to -x: forward with -x too.
+    std::vector<std::string> x;
+    for (const std::string& name : forward) x.insert(x.end(), {"-x", name});
+    run.insert(run.begin() + 1, x.begin(), x.end());
+  } else {
+    std::string list;
+    for (const std::string& name : forward) list += (list.empty() ? "" : ";") + name;
+    PrependEnv("OMPI_MCA_mca_base_env_list", list, ';');
+  }
 
-  int status = RunAndWait(command);
+  int status = RunAndWait(run);
   if (status < 0) return Fail("record", std::string("cannot start the command: ") + std::strerror(errno));
   int rc = ExitCodeOf(status);
   WaitForRanks(dir, 5000);

@@ -352,6 +352,20 @@ TEST_CASE("a rank killed with SIGKILL mid-run loses nothing it recorded", "[e2e]
   CHECK(killed.OfKind(EventKind::kSignal).empty());  // SIGKILL cannot be seen, only survived
 }
 
+TEST_CASE("an mpirun line that forwards variables with -x records as it runs without replay", "[e2e]") {
+  TempDir tmp;
+  // Open MPI refuses -x next to an environment list; replay forwards its own with -x then.
+  const std::string job = "mpirun -np 2 --oversubscribe -x REPLAY_TEST_FOO ";
+  RunResult shown = Run("REPLAY_TEST_FOO=forwarded " + Record(tmp / "env", job + "sh -c 'echo got $REPLAY_TEST_FOO'"));
+  INFO(shown.output);
+  CHECK(Grep(shown.output, "got forwarded").size() == 2);
+  RunResult r = Run("REPLAY_TEST_FOO=1 " + Record(tmp / "t", job + testing::MpiTrain() + " --steps 2"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(Grep(r.output, "complete (finalize)").size() == 2);
+  CHECK(ReadTrace(tmp / "t").size() == 2);
+}
+
 TEST_CASE("every intercepted MPI call leaves results unchanged", "[e2e]") {
   for (int ranks : {2, 4}) {
     DYNAMIC_SECTION(ranks << " ranks") {
