@@ -93,7 +93,8 @@ thread_local unsigned int* t_rand_r_state __attribute__((tls_model("initial-exec
 thread_local unsigned int t_rand_r_after __attribute__((tls_model("initial-exec"))) = 0;
 
 // Re-running: the outermost draws of the program are answered from the recording.
-bool Serving(const Guard& g) { return rerun::Active() && g.outermost() && rerun::Get() != nullptr; }
+bool Serving(const Guard& g) { return g.outermost() && rerun::Active() && rerun::Get() != nullptr; }
+
 
 // Serves an entropy read of up to `len` bytes into `buf` from the recording;
 // returns what the recorded call returned. Stops the program at a divergence.
@@ -119,13 +120,12 @@ uint64_t ServeSeed(std::string_view api, uint64_t call_site) {
 // Serves a clock reading (`n` bytes into `bytes`, the call's return value in
 // `*rc`) where the recording has one next on this thread; false when it has
 // not, or has another clock there, and the program reads the real clock.
-bool ServeClock(EntropySource source, uint32_t clock, void* bytes, size_t n, int64_t* rc) {
-  rerun::Session& session = *rerun::Get();
-  const std::string_view api = EntropySourceName(source);
-  auto served = session.oracle().Serve(session.ThreadNumber(), api, CallForm::kClock);
-  if (!served.ok()) return false;
-  const Event& e = *served->first;
-  session.CheckStopAt(e, api);
+bool ServeClock(rerun::Session& session, EntropySource source, uint32_t clock, void* bytes, size_t n,
+                int64_t* rc) {
+  const Event* served = session.oracle().ServeClock(session.ThreadNumber());
+  if (served == nullptr) return false;
+  const Event& e = *served;
+  session.CheckStopAt(e, EntropySourceName(source));
   session.NoteServed(e);
   if (e.entropy.source != source || e.entropy.flags != clock || e.text.size() != n) return false;
   if (bytes != nullptr) std::memcpy(bytes, e.text.data(), n);
@@ -141,9 +141,14 @@ template <typename Real>
 int64_t Clock(EntropySource source, uint32_t clock, void* bytes, size_t n, uint64_t site, Real real) {
   Guard g;
   if (!g.outermost() || !ProgramThread()) return real();
-  if (rerun::Active()) {
+  // A clock reading neither decides whether this process re-runs nor starts
+  // the session, and serving one never allocates: allocators (the sanitizers',
+  // jemalloc's) read the clock while holding their own locks. Recording and
+  // serving start at the calls that start them; no reading is kept from before.
+  if (int mode = rerun::internal::g_mode.load(std::memory_order_acquire); mode == 1) {
     int64_t rc = 0;
-    if (rerun::Get() != nullptr && ServeClock(source, clock, bytes, n, &rc)) return rc;
+    rerun::Session* session = rerun::Started();
+    if (session != nullptr && ServeClock(*session, source, clock, bytes, n, &rc)) return rc;
     return real();
   }
   int64_t rc = real();

@@ -187,7 +187,8 @@ TEST_CASE("secrets in the environment and command line are in no byte of the bun
   CHECK(names == std::set<std::string>{"HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_URI", "--api-key"});
 
   // Equal secrets stay equal, so the configuration check sees no difference.
-  for (const auto& f : nlohmann::json::parse(summary->header)["check"]["findings"]) CHECK(f["kind"] != "config");
+  const nlohmann::json header = nlohmann::json::parse(summary->header);
+  for (const auto& f : header["check"]["findings"]) CHECK(f["kind"] != "config");
 }
 
 TEST_CASE("a bundle made with --no-redact keeps the secrets, readable by its owner only", "[bundle]") {

@@ -31,7 +31,6 @@ std::string FormName(CallForm form) {
     case CallForm::kEntropy: return "an entropy read";
     case CallForm::kSeed: return "a seed";
     case CallForm::kMark: return "a mark";
-    case CallForm::kClock: return "a clock reading";
   }
   return "a call";
 }
@@ -141,6 +140,18 @@ Result<ServedCall> Oracle::Serve(uint32_t thread, std::string_view api, CallForm
   return ServeFrom(main_[thread], api, form);
 }
 
+const Event* Oracle::ServeClock(uint32_t thread) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread >= main_.size()) return nullptr;
+  Cursor& c = main_[thread];
+  const std::vector<Event>& ev = events();
+  while (c.next < c.events.size() && !StartsCall(ev[c.events[c.next]])) ++c.next;
+  if (c.next >= c.events.size() || !IsClockReading(ev[c.events[c.next]])) return nullptr;
+  const Event& e = ev[c.events[c.next++]];
+  last_index_ = std::max<int64_t>(last_index_, static_cast<int64_t>(e.index));
+  return &e;
+}
+
 Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm form) {
   const std::vector<Event>& ev = events();
   // In set-up serving only set-up calls are taken; everything else is passed by.
@@ -148,7 +159,7 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
   while (c.next < c.events.size()) {
     const Event& e = ev[c.events[c.next]];
     // Clock readings the program did not make again are passed by.
-    if (!StartsCall(e) || (form != CallForm::kClock && IsClockReading(e))) {
+    if (!StartsCall(e) || IsClockReading(e)) {
       ++c.next;
       continue;
     }
@@ -168,15 +179,11 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
                                HowRecordingEnds());
   }
   const Event& first = ev[c.events[c.next]];
-  if (form == CallForm::kClock && !IsClockReading(first)) {
-    return Status::NotFound("the recording has no clock reading here");
-  }
   bool match = false;
   switch (form) {
     case CallForm::kOp: match = first.kind == EventKind::kOp && ApiOf(first) == api; break;
     case CallForm::kTest: match = first.kind == EventKind::kTest && ApiOf(first) == api; break;
     case CallForm::kEntropy: match = first.kind == EventKind::kEntropy && !IsClock(first.entropy.source); break;
-    case CallForm::kClock: match = true; break;
     case CallForm::kSeed: match = first.kind == EventKind::kSeed; break;
     case CallForm::kMark: match = first.kind == EventKind::kMark; break;
   }
@@ -188,7 +195,7 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
   call.first = &first;
   ++c.next;
   last_index_ = std::max<int64_t>(last_index_, static_cast<int64_t>(first.index));
-  if (form == CallForm::kEntropy || form == CallForm::kSeed || form == CallForm::kMark || form == CallForm::kClock) {
+  if (form == CallForm::kEntropy || form == CallForm::kSeed || form == CallForm::kMark) {
     return call;
   }
   // The rest of the call's group: until its return (kOp) or the next call.

@@ -46,8 +46,6 @@ enum class CallForm {
   kEntropy,
   kSeed,
   kMark,
-  kClock,    // a clock reading: served only where the recording has one next,
-             // and recorded readings the program does not make are passed by
 };
 
 struct ServedCall {
@@ -83,11 +81,16 @@ class Oracle {
   // they first make a served call, as the recorder numbered them). `api` is the
   // name the program called and `kind` its operation kind (kOp only). A
   // different call at that point is a kInvalidArgument Status describing both;
-  // the recording having ended there is kUnavailable. kClock: kNotFound when
-  // the next recorded call of the thread is not a clock reading (the program
-  // reads the clock more often than it did; the reading is its own).
+  // the recording having ended there is kUnavailable. Recorded clock
+  // readings the program does not make again are passed by.
   Result<ServedCall> Serve(uint32_t thread, std::string_view api, CallForm form,
                            OpKind kind = OpKind::kOther);
+
+  // The clock reading recorded next on `thread`, served; null where the next
+  // recorded call is not one (the program reads the clock more often than it
+  // did: the reading is its own) or the recording has ended. Never allocates:
+  // allocators and runtimes read the clock while holding their own locks.
+  const Event* ServeClock(uint32_t thread);
 
   // The recorded call `thread` is to make next (clock readings passed by), or
   // null where its recording has ended: where a re-run that departs from the

@@ -28,6 +28,8 @@ RerunRequest* g_request = nullptr;
 std::once_flag g_once;
 Session* g_session = nullptr;
 bool g_failed = false;
+// The session once Start has returned with it usable, for Started().
+std::atomic<Session*> g_ready{nullptr};
 
 thread_local uint32_t t_thread __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
 
@@ -130,9 +132,19 @@ void Session::Start() {
 
 Session* Get() {
   if (!Active()) return nullptr;
-  std::call_once(g_once, [] { (new Session())->Start(); });
+  std::call_once(g_once, [] {
+    (new Session())->Start();
+    if (!g_failed && g_session != nullptr && g_session->oracle_ != nullptr) {
+      g_ready.store(g_session, std::memory_order_release);
+    }
+  });
   if (g_failed || g_session == nullptr || g_session->oracle_ == nullptr) return nullptr;
   return g_session;
+}
+
+Session* Started() {
+  Session* s = g_ready.load(std::memory_order_acquire);
+  return s != nullptr && !g_failed ? s : nullptr;
 }
 
 uint32_t Session::ThreadNumber() {

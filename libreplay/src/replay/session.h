@@ -76,6 +76,11 @@ class Session;
 // then stopped the program) or when this process does not re-run.
 Session* Get();
 
+// The session if a call has already started it, else null; never starts it
+// and never allocates. For calls that must not start it: clock readings,
+// which allocators and runtimes make while holding their own locks.
+Session* Started();
+
 // Stops the program: reports `message` (stderr and the state file) and exits
 // with kRerunExitStopped, or, at --stop-at under a debugger, raises SIGTRAP
 // first so the state can be inspected.
