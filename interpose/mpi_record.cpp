@@ -775,6 +775,32 @@ void Call::DoEnter() {
   }
 }
 
+// The blocks of a collective that ForEachBlock lays out: per-peer, listed,
+// neighbourhood and all-to-all-w sides (HasOneBlockSides is the rest), and the
+// listed counts the trace keeps.
+void Call::LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Region& recv, int64_t* sent,
+                         bool* sent_from_recv) {
+  ForEachBlock(a, [&](const Block& b) {
+    const bool in_recv = b.buffer == Side::kRecv;
+    if (b.side == Side::kSend) {
+      *sent += b.count;
+      *sent_from_recv = in_recv;
+    }
+    MPI_Datatype t = in_recv ? rtype : stype;
+    const char* at = static_cast<const char*>(in_recv ? rbuf : sbuf);
+    if (shape.byte_offsets) {
+      const MPI_Datatype* types = in_recv ? rtypes : stypes;
+      if (types == nullptr) return;
+      t = types[b.peer];
+      at += b.offset;
+    } else if (b.offset != 0) {
+      at = Offset(at, b.offset, Types().Get(t));
+    }
+    (b.side == Side::kSend ? send : recv).Add(at, b.count, t);
+  });
+  ForEachListedCount(a, [&](int64_t count) { t_list.push_back(count); });
+}
+
 void Call::EnterCollective() {
   const OpShape shape = ShapeOf(kind_);
   const bool inter = cs_ != nullptr && cs_->remote_size > 0;
@@ -812,25 +838,21 @@ void Call::EnterCollective() {
   Region send, recv;
   int64_t sent = 0;
   bool sent_from_recv = false;
-  ForEachBlock(a, [&](const Block& b) {
-    const bool in_recv = b.buffer == Side::kRecv;
-    if (b.side == Side::kSend) {
-      sent += b.count;
-      sent_from_recv = in_recv;
+  if (HasOneBlockSides(shape)) {
+    const OneBlockSides one = OneBlocks(shape, a);
+    if (one.sends) {
+      sent = scount;
+      sent_from_recv = one.from_recv;
+      if (one.from_recv) {
+        send.Add(rbuf, scount, rtype);
+      } else {
+        send.Add(sbuf, scount, stype);
+      }
     }
-    MPI_Datatype t = in_recv ? rtype : stype;
-    const char* at = static_cast<const char*>(in_recv ? rbuf : sbuf);
-    if (shape.byte_offsets) {
-      const MPI_Datatype* types = in_recv ? rtypes : stypes;
-      if (types == nullptr) return;
-      t = types[b.peer];
-      at += b.offset;
-    } else if (b.offset != 0) {
-      at = Offset(at, b.offset, Types().Get(t));
-    }
-    (b.side == Side::kSend ? send : recv).Add(at, b.count, t);
-  });
-  ForEachListedCount(a, [&](int64_t count) { t_list.push_back(count); });
+    if (one.receives) recv.Add(rbuf, rcount, rtype);
+  } else {
+    LayCollective(a, shape, send, recv, &sent, &sent_from_recv);
+  }
   MPI_Datatype send_type = shape.byte_offsets ? nullptr : sent_from_recv ? rtype : stype;
   const int64_t send_count = shape.count_is_call ? scount : sent;
   if (send_type != nullptr) {

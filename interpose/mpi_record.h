@@ -20,6 +20,7 @@
 #include "guard.h"
 #include "mpi_abi.h"
 #include "record/recorder.h"
+#include "replay/op_shape.h"
 #include "replay/oracle.h"
 
 namespace replay::rerun {
@@ -206,6 +207,8 @@ class Call {
   void DoEnter();
   void DoLeave(int rc);
   void EnterCollective();
+  void LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Region& recv, int64_t* sent,
+                     bool* sent_from_recv);
   void LeaveCollective(int rc);
   void LeaveCommCreate(int rc);
   void LeaveComplete(int rc);

@@ -29,6 +29,49 @@ TEST_CASE("an allreduce sends and receives its count on every rank", "[replay]")
   CHECK(t.recv == 8);
 }
 
+TEST_CASE("for operations of one block a side, OneBlocks says what ForEachBlock visits", "[replay]") {
+  int checked = 0;
+  for (int k = 0; k < kOpKindCount; ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    const OpShape s = ShapeOf(kind);
+    if (!HasOneBlockSides(s)) continue;
+    for (int rank = 0; rank < 3; ++rank) {
+      for (bool in_place : {false, true}) {
+        for (bool inter : {false, true}) {
+          OpArgs a = Args(kind, 3, rank, 5, 7, 1);
+          a.in_place = in_place;
+          if (inter && s.rooted) {  // intercommunicator: the root's group, or the other
+            a.in_root_group = rank != 2;
+            a.is_root = rank == 0;
+          }
+          INFO(OpKindName(kind) << " rank " << rank << " in place " << in_place << " inter " << inter);
+          std::vector<Block> want;
+          const OneBlockSides one = OneBlocks(s, a);
+          if (one.sends) {
+            want.push_back(Block{Side::kSend, one.from_recv ? Side::kRecv : Side::kSend, -1, 0, a.send_count});
+          }
+          if (one.receives) want.push_back(Block{Side::kRecv, Side::kRecv, -1, 0, a.recv_count});
+          const std::vector<Block> got = Blocks(a);
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            CHECK(got[i].side == want[i].side);
+            CHECK(got[i].buffer == want[i].buffer);
+            CHECK(got[i].peer == want[i].peer);
+            CHECK(got[i].offset == want[i].offset);
+            CHECK(got[i].count == want[i].count);
+          }
+          int listed = 0;
+          ForEachListedCount(a, [&](int64_t) { ++listed; });
+          CHECK(listed == 0);
+          ++checked;
+        }
+      }
+    }
+  }
+  // Barrier, broadcast, reduce, allreduce, scan, exscan at least.
+  CHECK(checked >= 6 * 12);
+}
+
 TEST_CASE("a gather's root receives a block from every rank; the others only send", "[replay]") {
   OpTotals root = Totals(Args(OpKind::kGather, 4, 3, 5, 5, 3));
   CHECK(root.send == 5);
