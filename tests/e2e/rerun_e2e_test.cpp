@@ -276,6 +276,30 @@ TEST_CASE("entropy a library draws as it loads, before the preload's constructor
   CHECK(Sorted(Grep(all.output, " of 2: ")) == Sorted(Grep(rec.output, " of 2: ")));
 }
 
+TEST_CASE("a C program polling MPI_Test between slices of work re-runs alone and as a whole job", "[e2e]") {
+  TempDir tmp;
+  const std::string poll = TestProgram("mpi_poll");
+  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + Mpirun(3) + " " + poll);
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  REQUIRE(Grep(rec.output, " of 3: acc ").size() == 3);
+  // Alone: every poll answered as recorded, so the same number of polls and
+  // the same bytes received.
+  RunResult one = Run(Replay() + " rerun " + (tmp / "t") + " --rank 1 -- " + poll);
+  INFO(one.output);
+  CHECK(one.exit_code == 0);
+  CHECK(Grep(one.output, "rank 1 of 3") == Grep(rec.output, "rank 1 of 3"));
+  // The whole job: seeds served, so the same values; the polls are forced.
+  RunResult all = Run(Replay() + " rerun " + (tmp / "t") + " --all -- " + Mpirun(3) + " " + poll);
+  INFO(all.output);
+  CHECK(all.exit_code == 0);
+  CHECK(Grep(all.output, "reproduced identically").size() == 1);
+  CHECK(Sorted(Grep(all.output, " of 3: acc ")) == Sorted(Grep(rec.output, " of 3: acc ")));
+  // Unserved, the program draws other values: the re-run is not luck.
+  RunResult plain = Run(Mpirun(3) + " " + poll);
+  CHECK(Grep(plain.output, "rank 1 of 3") != Grep(rec.output, "rank 1 of 3"));
+}
+
 TEST_CASE("the recorded program is served however the command reaches it", "[e2e]") {
   TempDir tmp;
   // Recorded through a symlink with another name, as /usr/bin/python3 runs python3.11.
