@@ -95,7 +95,6 @@ thread_local unsigned int t_rand_r_after __attribute__((tls_model("initial-exec"
 // Re-running: the outermost draws of the program are answered from the recording.
 bool Serving(const Guard& g) { return g.outermost() && rerun::Active() && rerun::Get() != nullptr; }
 
-
 // Serves an entropy read of up to `len` bytes into `buf` from the recording;
 // returns what the recorded call returned. Stops the program at a divergence.
 int64_t ServeEntropy(std::string_view api, void* buf, size_t len, uint64_t call_site) {
@@ -145,7 +144,7 @@ int64_t Clock(EntropySource source, uint32_t clock, void* bytes, size_t n, uint6
   // the session, and serving one never allocates: allocators (the sanitizers',
   // jemalloc's) read the clock while holding their own locks. Recording and
   // serving start at the calls that start them; no reading is kept from before.
-  if (int mode = rerun::internal::g_mode.load(std::memory_order_acquire); mode == 1) {
+  if (rerun::KnownActive()) {
     int64_t rc = 0;
     rerun::Session* session = rerun::Started();
     if (session != nullptr && ServeClock(*session, source, clock, bytes, n, &rc)) return rc;

@@ -138,8 +138,7 @@ Session* Get() {
       g_ready.store(g_session, std::memory_order_release);
     }
   });
-  if (g_failed || g_session == nullptr || g_session->oracle_ == nullptr) return nullptr;
-  return g_session;
+  return Started();
 }
 
 Session* Started() {

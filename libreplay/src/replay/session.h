@@ -66,6 +66,8 @@ inline bool Active() {
   if (__builtin_expect(mode != 0, 1)) return mode == 1;
   return internal::Decide();
 }
+// Active() where it has been decided, false where not yet: asks, never decides.
+inline bool KnownActive() { return internal::g_mode.load(std::memory_order_acquire) == 1; }
 // Whether every rank re-runs, really communicating (--all), rather than one
 // rank alone.
 inline bool AllRanks() { return internal::g_all; }
