@@ -1,12 +1,15 @@
 // End-to-end: a recorded job bundled, reported and exported with the `replay`
-// command, and every command reading bundles and Flight Recorder dumps.
+// command, every command reading bundles and Flight Recorder dumps, and the
+// export's streams and windows.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
+#include "interop/timed_job.h"
 #include "replay/bundle.h"
 #include "replay/trace_reader.h"
 #include "support/run.h"
@@ -19,6 +22,7 @@ namespace {
 using nlohmann::json;
 using testing::Replay;
 using testing::Run;
+using testing::RunApart;
 using testing::RunResult;
 using testing::TempDir;
 
@@ -246,6 +250,152 @@ TEST_CASE("check reads a directory of Flight Recorder dumps and names the mismat
       CHECK(r.output.find("1. mismatch") != std::string::npos);
       CHECK(r.output.find("rank 2 passes count 2048") != std::string::npos);
     }
+  }
+}
+
+
+uint64_t EventCount(const std::string& dir) {
+  auto trace = TraceReader::Open(dir);
+  REQUIRE(trace.ok());
+  uint64_t n = 0;
+  for (size_t i = 0; i < (*trace)->ranks().size(); ++i) {
+    auto rank = (*trace)->OpenRank(i);
+    REQUIRE(rank.ok());
+    n += (*rank)->events().size();
+  }
+  return n;
+}
+
+std::vector<json> JsonLines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    INFO(line);
+    json j = json::parse(line, nullptr, false);
+    REQUIRE(j.is_object());
+    lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+TEST_CASE("export --format jsonl writes one JSON object per event, ranks and communicators named", "[e2e][cli]") {
+  TempDir tmp;
+  const std::string t = tmp / "t";
+  testing::WriteTimedJob(t, true);
+  const uint64_t events = EventCount(t);
+  SECTION("to a file") {
+    RunResult e = Run(Replay() + " export " + t + " --format jsonl -o " + (tmp / "events.jsonl"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    CHECK(e.output.find("pd.read_json") != std::string::npos);
+    std::vector<json> lines = JsonLines(testing::ReadFile(tmp / "events.jsonl"));
+    CHECK(lines.size() == events);
+    std::set<int> ranks;
+    size_t allreduces = 0;
+    for (const json& line : lines) {
+      INFO(line.dump());
+      ranks.insert(line["rank"].get<int>());
+      CHECK(line["index"].is_number_unsigned());
+      CHECK(line["time_ns"].is_number());
+      if (line["kind"] == "op" && line["api"] == "MPI_Allreduce") {
+        ++allreduces;
+        CHECK(line["comm_name"] == "dup(WORLD)");
+        CHECK(line["comm"].get<std::string>().rfind("0x", 0) == 0);
+      }
+      if (line["kind"] == "comm_create" && line["api"] == "MPI_Init") CHECK(line["comm_name"].get<std::string>().find("WORLD") == 0);
+    }
+    CHECK(ranks == std::set<int>{0, 1, 2});
+    CHECK(allreduces == 3 + 3 + 2);
+  }
+  SECTION("to stdout, with -o - or without -o") {
+    for (const std::string& out : {std::string(" -o -"), std::string()}) {
+      RunResult e = RunApart(Replay() + " export " + t + " -f jsonl" + out, 60);
+      INFO(e.error);
+      REQUIRE(e.exit_code == 0);
+      CHECK(JsonLines(e.output).size() == events);
+    }
+  }
+  SECTION("of a directory that is no trace: a clear error") {
+    RunResult e = RunApart(Replay() + " export " + (tmp / "nowhere") + " --format jsonl -o " + (tmp / "x.jsonl"), 60);
+    CHECK(e.exit_code == 2);
+    CHECK(e.error.rfind("replay export: ", 0) == 0);
+    CHECK(e.error.find(tmp / "nowhere") != std::string::npos);
+    CHECK(!std::filesystem::exists(tmp / "x.jsonl"));
+  }
+}
+
+// Names of the Perfetto slices in `path`, and the earliest and latest second they cover.
+std::multiset<std::string> SliceNames(const std::string& path, double* first_s, double* last_s) {
+  json doc = json::parse(testing::ReadFile(path));
+  std::multiset<std::string> names;
+  *first_s = 1e18;
+  *last_s = -1;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    names.insert(e["name"].get<std::string>());
+    const double ts = e["ts"].get<double>() / 1e6;
+    *first_s = std::min(*first_s, ts);
+    *last_s = std::max(*last_s, ts + e["dur"].get<double>() / 1e6);
+  }
+  return names;
+}
+
+TEST_CASE("export --window keeps what happens in a stretch of time", "[e2e][cli]") {
+  TempDir tmp;
+  const std::string t = tmp / "t";
+  testing::WriteTimedJob(t, true);
+  double first = 0;
+  double last = 0;
+  SECTION("a time range") {
+    RunResult e = Run(Replay() + " export " + t + " --format perfetto --window 4:6 -o " + (tmp / "w.json"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    CHECK(e.output.find("4.000-6.000 s") != std::string::npos);
+    auto names = SliceNames(tmp / "w.json", &first, &last);
+    CHECK(names == std::multiset<std::string>{"MPI_Allreduce #2", "MPI_Allreduce #2", "MPI_Allreduce #2"});
+    CHECK(first >= 4.0);
+    CHECK(last <= 6.0);
+  }
+  SECTION("from a time to the end") {
+    RunResult e = Run(Replay() + " export " + t + " -f perfetto --window 8: -o " + (tmp / "w.json"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    auto names = SliceNames(tmp / "w.json", &first, &last);
+    CHECK(names.size() == 3);
+    CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
+    CHECK(names.count("MPI_Finalize") == 1);
+  }
+  SECTION("around the first finding") {
+    RunResult e = Run(Replay() + " export " + t + " -f perfetto --window first-finding:2 -o " + (tmp / "w.json"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    CHECK(e.output.find("8.000-10.000 s") != std::string::npos);
+    CHECK(e.output.find("around finding 1") != std::string::npos);
+    auto names = SliceNames(tmp / "w.json", &first, &last);
+    CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
+    CHECK(names.count("MPI_Allreduce #2") == 0);
+  }
+  SECTION("around the first finding of a trace without findings: says so and writes nothing") {
+    testing::WriteTimedJob(tmp / "ok", false);
+    RunResult e = RunApart(Replay() + " export " + (tmp / "ok") + " -f perfetto --window first-finding -o " + (tmp / "w.json"), 60);
+    INFO(e.output << e.error);
+    CHECK(e.exit_code == 2);
+    CHECK(e.error.find("check finds nothing wrong") != std::string::npos);
+    CHECK(e.error.find("leave --window out") != std::string::npos);
+    CHECK(!std::filesystem::exists(tmp / "w.json"));
+  }
+  SECTION("a window that is not one gets an error naming the form") {
+    for (std::string bad : {"5", "6:4", "a:b", "first-finding:0", "first-finding:x", "first", "-1:2"}) {
+      RunResult e = RunApart(Replay() + " export " + t + " -f perfetto --window=" + bad + " -o " + (tmp / "w.json"), 60);
+      INFO("--window " << bad << ": " << e.error);
+      CHECK(e.exit_code == 2);
+      CHECK(e.error.find("--window " + bad + ":") != std::string::npos);
+      CHECK(e.error.find("START:END") != std::string::npos);
+      CHECK(e.error.find("first-finding[:SECONDS]") != std::string::npos);
+    }
+    RunResult jsonl = RunApart(Replay() + " export " + t + " -f jsonl --window 1:2", 60);
+    CHECK(jsonl.exit_code == 2);
+    CHECK(jsonl.error.find("--window is for --format perfetto") != std::string::npos);
   }
 }
 

@@ -8,6 +8,8 @@
 #include <tuple>
 
 #include "analysis/synthetic_job.h"
+#include "interop/timed_job.h"
+#include "replay/check.h"
 #include "support/temp_dir.h"
 #include "util/json.h"
 
@@ -173,6 +175,107 @@ TEST_CASE("the Perfetto export of some ranks shows only those", "[interop]") {
   CHECK(s->ranks == 1);
   json doc = json::parse(out.str());
   for (const json& e : doc["traceEvents"]) CHECK(e["pid"] == 1);
+}
+
+
+// The slices of a document: name -> [start, end] in seconds, for each rank.
+std::multimap<std::string, std::pair<double, double>> Slices(const json& doc) {
+  std::multimap<std::string, std::pair<double, double>> slices;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"].get<double>() / 1e6;
+    slices.emplace(e["name"].get<std::string>(), std::make_pair(ts, ts + e["dur"].get<double>() / 1e6));
+  }
+  return slices;
+}
+
+json ExportWith(const std::string& dir, const PerfettoOptions& o, PerfettoSummary* summary) {
+  auto trace = TraceReader::Open(dir);
+  REQUIRE(trace.ok());
+  std::ostringstream out;
+  auto s = WritePerfetto(**trace, out, o);
+  REQUIRE(s.ok());
+  *summary = *s;
+  return json::parse(out.str());
+}
+
+TEST_CASE("a Perfetto window keeps the operations that overlap it and the instants in it", "[interop]") {
+  testing::TempDir tmp;
+  testing::WriteTimedJob(tmp / "t", true);
+  PerfettoOptions o;
+  o.window = PerfettoWindow{4'000'000'000, 6'000'000'000};
+  PerfettoSummary summary;
+  json doc = ExportWith(tmp / "t", o, &summary);
+  auto slices = Slices(doc);
+  INFO(doc.dump(1));
+  // The second allreduce on every rank; MPI_Init, the dup, the first and the
+  // third (open from 9 s to the end) lie outside.
+  CHECK(slices.size() == 3);
+  CHECK(slices.count("MPI_Allreduce #2") == 3);
+  for (const auto& [name, span] : slices) {
+    CHECK(span.second >= 4.0);
+    CHECK(span.first <= 6.0);
+  }
+  CHECK(summary.left_out == 3 * 4);
+  REQUIRE(summary.window);
+  CHECK(summary.window->start_ns == 4'000'000'000);
+  size_t marks = 0;
+  size_t signals = 0;
+  std::set<int> processes;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "i" && e["cat"] == "mark") ++marks;
+    if (e["ph"] == "i" && e["cat"] == "signal") ++signals;
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["pid"].get<int>());
+  }
+  CHECK(marks == 3);
+  CHECK(signals == 0);  // at 12 s
+  CHECK(processes == std::set<int>{0, 1, 2});
+  CHECK(summary.flows == 2);  // from the first caller of the second allreduce to the two others
+
+  SECTION("a window without an end runs to the end of the trace") {
+    o.window = PerfettoWindow{8'000'000'000};
+    json rest = ExportWith(tmp / "t", o, &summary);
+    auto kept = Slices(rest);
+    CHECK(kept.size() == 3);
+    CHECK(kept.count("MPI_Allreduce #3 (never returned)") == 2);
+    CHECK(kept.count("MPI_Finalize") == 1);
+  }
+}
+
+TEST_CASE("a Perfetto window around the first finding is centred on its collective", "[interop]") {
+  testing::TempDir tmp;
+  testing::WriteTimedJob(tmp / "t", true);
+  auto trace = TraceReader::Open(tmp / "t");
+  REQUIRE(trace.ok());
+  CheckOptions co;
+  co.min_wait_ns = 0;
+  auto report = CheckTrace(**trace, co);
+  REQUIRE(report.ok());
+  REQUIRE(!report->findings.empty());
+  PerfettoOptions o;
+  o.around = report->findings;
+  o.around_ns = 1'000'000'000;
+  PerfettoSummary summary;
+  json doc = ExportWith(tmp / "t", o, &summary);
+  REQUIRE(summary.window);
+  CHECK(summary.window->start_ns == 8'500'000'000);
+  CHECK(summary.window->end_ns == 9'500'000'000);
+  CHECK(summary.finding >= 0);
+  auto slices = Slices(doc);
+  CHECK(slices.size() == 2);
+  CHECK(slices.count("MPI_Allreduce #3 (never returned)") == 2);
+  CHECK(doc["otherData"]["window_around"] == o.around[static_cast<size_t>(summary.finding)].title);
+
+  SECTION("findings about the job as a whole give no window, and say so") {
+    Finding config;
+    config.kind = FindingKind::kConfig;
+    config.title = "OMPI_MCA_btl differs";
+    o.around = {config};
+    std::ostringstream out;
+    auto s = WritePerfetto(**trace, out, o);
+    REQUIRE(!s.ok());
+    CHECK(s.status().message().find("about the job as a whole") != std::string::npos);
+  }
 }
 
 }  // namespace

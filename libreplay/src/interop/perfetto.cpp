@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "interop/timeline.h"
@@ -65,10 +66,37 @@ Result<PerfettoSummary> WritePerfetto(const TraceReader& trace, std::ostream& ou
   auto us = [&](int64_t ns) { return static_cast<double>(ns - tl.start_ns) / 1000.0; };
 
   PerfettoSummary summary;
+  std::optional<PerfettoWindow> window;
+  if (options.around.empty()) {
+    window = options.window;
+  } else {
+    for (size_t i = 0; i < options.around.size() && !window; ++i) {
+      std::optional<int64_t> when = interop::FindingTime(tl, options.around[i]);
+      if (!when) continue;
+      const int64_t centre = *when - tl.start_ns;
+      window = PerfettoWindow{std::max<int64_t>(0, centre - options.around_ns / 2), centre + options.around_ns / 2};
+      summary.finding = static_cast<int>(i);
+    }
+    if (!window) {
+      const size_t n = options.around.size();
+      return Status::NotFound(std::string(n == 1 ? "the finding" : "none of the " + std::to_string(n) + " findings") +
+                              " happened at a moment the trace shows (" + (n == 1 ? "it is" : "they are") +
+                              " about the job as a whole, e.g. configuration or a straggler)");
+    }
+  }
+  summary.window = window;
+  // The window in absolute nanoseconds, as the timeline counts.
+  const int64_t window_from = window ? tl.start_ns + window->start_ns : INT64_MIN;
+  const int64_t window_to = window && window->end_ns <= INT64_MAX - tl.start_ns ? tl.start_ns + window->end_ns : INT64_MAX;
   Emitter em(out);
   json other = {{"generator", VersionLine()}, {"trace", trace.dir()}};
   if (trace.manifest()) other["trace_uuid"] = UuidToString(trace.manifest()->trace_uuid);
   if (!tl.notes.empty()) other["notes"] = tl.notes;
+  if (window) {
+    other["window_s"] = {static_cast<double>(window->start_ns) / 1e9,
+                         window->end_ns == INT64_MAX ? json(nullptr) : json(static_cast<double>(window->end_ns) / 1e9)};
+    if (summary.finding >= 0) other["window_around"] = options.around[static_cast<size_t>(summary.finding)].title;
+  }
   em.Begin(other);
 
   std::map<std::pair<uint64_t, uint64_t>, std::vector<Anchor>> collectives;  // (comm, seq) -> callers
@@ -130,12 +158,20 @@ Result<PerfettoSummary> WritePerfetto(const TraceReader& trace, std::ostream& ou
     });
     std::vector<json> slices;
     slices.reserve(r.ops.size());
+    std::set<int32_t> used;  // tracks that show something
     for (size_t i : order) {
       const TimelineOp& o = r.ops[i];
       const bool ended = o.end_ns >= 0;
       const int64_t end = end_of(o);
       std::pair<int, uint64_t> key = o.comm != 0 ? std::make_pair(1, o.comm) : std::make_pair(0, uint64_t{o.thread});
+      // Lanes are taken whether the operation is shown or not, so that a
+      // window puts each one where the whole trace does.
       int32_t tid = lane_for(key, o.start_ns, end);
+      if (o.start_ns > window_to || end < window_from) {
+        ++summary.left_out;
+        continue;
+      }
+      used.insert(tid);
       json args = {{"event", o.index}, {"thread", o.thread}};
       if (o.comm != 0) args["comm"] = tl.CommName(o.comm);
       if (o.seq != 0) args["seq"] = o.seq;
@@ -166,15 +202,24 @@ Result<PerfettoSummary> WritePerfetto(const TraceReader& trace, std::ostream& ou
         }
       }
     }
+    // Instants go on their thread's first track.
+    std::vector<std::pair<int32_t, const interop::TimelineInstant*>> instants;
+    for (const interop::TimelineInstant& in : r.instants) {
+      if (in.time_ns < window_from || in.time_ns > window_to) continue;
+      auto lanes = tracks.find({0, in.thread});
+      int32_t tid = lanes != tracks.end() ? lanes->second.front().tid : 0;
+      instants.emplace_back(tid, &in);
+      used.insert(tid);
+    }
     for (const auto& [tid, name] : tid_names) {
+      if (window && used.count(tid) == 0) continue;
       em.Event({{"name", "thread_name"}, {"ph", "M"}, {"ts", 0}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
       em.Event({{"name", "thread_sort_index"}, {"ph", "M"}, {"ts", 0}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
     }
     for (const json& s : slices) em.Event(s);
     summary.slices += slices.size();
-    for (const interop::TimelineInstant& in : r.instants) {
-      auto lanes = tracks.find({0, in.thread});
-      int32_t tid = lanes != tracks.end() ? lanes->second.front().tid : 0;
+    for (const auto& [tid, instant] : instants) {
+      const interop::TimelineInstant& in = *instant;
       const char* cat = in.kind == interop::TimelineInstant::Kind::kMark    ? "mark"
                         : in.kind == interop::TimelineInstant::Kind::kError ? "error"
                                                                             : "signal";

@@ -259,4 +259,35 @@ RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis) 
   return r;
 }
 
+std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding) {
+  std::optional<int64_t> when;
+  auto earliest = [&](int64_t t) { when = when ? std::min(*when, t) : t; };
+  std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
+  auto concerned = [&](const RankTimeline& r) { return ranks.empty() || ranks.count(r.rank) != 0; };
+  if (finding.comm && finding.seq != 0) {
+    for (const RankTimeline& r : timeline.ranks) {
+      for (const TimelineOp& o : r.ops) {
+        if (o.collective() && o.comm == finding.comm->id && o.seq == finding.seq) earliest(o.start_ns);
+      }
+    }
+    return when;
+  }
+  for (const RankTimeline& r : timeline.ranks) {
+    if (!concerned(r)) continue;
+    if (finding.kind == FindingKind::kError) {
+      for (const TimelineInstant& in : r.instants) {
+        if (in.kind != TimelineInstant::Kind::kMark) earliest(in.time_ns);
+      }
+      for (const TimelineOp& o : r.ops) {
+        if (o.rc != 0) earliest(o.start_ns);
+      }
+    } else if (finding.kind == FindingKind::kUnmatchedP2p) {
+      for (const TimelineOp& o : r.ops) {
+        if (o.point_to_point() && o.end_ns < 0) earliest(o.start_ns);
+      }
+    }
+  }
+  return when;
+}
+
 }  // namespace replay::interop

@@ -20,10 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <string>
 #include <vector>
 
+#include "replay/check.h"
 #include "replay/event.h"
 #include "replay/status.h"
 #include "replay/trace_reader.h"
@@ -117,6 +119,14 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
 // communicators named from the rank's own creations, as every member names
 // them. For the views that write a rank at a time.
 RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis);
+
+// When `finding` happened on the timeline (absolute nanoseconds): the first
+// call of its collective on any rank; for errors, the first error, signal or
+// failed call of its ranks; for unmatched messages, the first of its ranks'
+// point-to-point calls that never completed. Nothing for findings that are
+// about the job as a whole (configuration, stragglers, devices) or that the
+// timeline holds nothing of.
+std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding);
 
 // A key equal on the two sides of one message: (comm, sender, receiver, seq).
 struct MessageKey {
