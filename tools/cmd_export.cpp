@@ -1,4 +1,5 @@
 // replay export DIR --format perfetto|jsonl|flight-recorder [-o PATH]: a trace for other tools.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -142,6 +143,9 @@ Status WriteTo(const std::string& path, const std::function<Status(std::ostream&
     return s;
   }
   const std::string tmp = path + ".tmp";
+  // Readable by its owner only, as every file replay writes from a trace.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f) return Status::IoError("cannot create " + path);
   Status s = write(f);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/rank_set.h"
+#include "bundle/redact.h"
 #include "command.h"
 #include "replay/event_format.h"
 #include "replay/trace_reader.h"
@@ -25,6 +26,9 @@ bytes on disk, compression ratio, payload bytes and any dropped events or
 damaged blocks; and how each rank's NCCL calls were recorded: through the NCCL
 API of a libnccl.so.2 the program loaded ("api"), or through NCCL's profiler
 plugin interface, for NCCL linked into the program ("profiler plugin").
+
+The recorded command is shown with values that look like credentials replaced
+by [REDACTED:N], as `replay bundle` does; --no-redact shows it as recorded.
 
 Exit status: 0 when the trace was read, 2 when it could not be.)";
 
@@ -88,7 +92,14 @@ std::string StatusText(const RankRow& r) {
   return s;
 }
 
-int Run(const std::string& dir, bool json) {
+// The recorded command as shown: its secrets replaced unless `redact` is off.
+std::vector<std::string> Shown(const std::vector<std::string>& command, bool redact) {
+  if (!redact) return command;
+  bundle::Redactor redactor;
+  return redactor.RedactCommand(command, "command", -1);
+}
+
+int Run(const std::string& dir, bool json, bool redact) {
   auto trace = OpenTrace(dir);
   if (!trace.ok()) return Fail("info", trace.status());
   const TraceReader& t = **trace;
@@ -118,7 +129,7 @@ int Run(const std::string& dir, bool json) {
       const JobManifest& m = *t.manifest();
       j["uuid"] = UuidToString(m.trace_uuid);
       j["created_realtime_ns"] = m.created_realtime_ns;
-      j["command"] = m.command;
+      j["command"] = Shown(m.command, redact);
       j["level"] = std::string(LevelName(m.level));
       j["world_size"] = m.world_size;
       j["recorder"] = m.recorder;
@@ -168,7 +179,7 @@ int Run(const std::string& dir, bool json) {
   std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), dir.c_str());
   if (t.manifest()) {
     const JobManifest& m = *t.manifest();
-    std::string cmd = CommandText(m.command);
+    std::string cmd = CommandText(Shown(m.command, redact));
     std::printf("  recorded %s by %s on %s, level %s, uuid %s\n", WallTime(m.created_realtime_ns).c_str(),
                 m.recorder.empty() ? "replay" : m.recorder.c_str(), m.host.c_str(),
                 std::string(LevelName(m.level)).c_str(), UuidToString(m.trace_uuid).c_str());
@@ -252,9 +263,11 @@ void AddInfoCommand(CLI::App& app, int* exit_code) {
   cmd->footer(kHelp);
   auto dir = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto no_redact = std::make_shared<bool>(false);
   cmd->add_option("DIR", *dir, "Trace directory")->required();
   cmd->add_flag("--json", *json, "Print JSON instead of text");
-  cmd->callback([=] { *exit_code = Run(*dir, *json); });
+  cmd->add_flag("--no-redact", *no_redact, "Show the recorded command with its secrets");
+  cmd->callback([=] { *exit_code = Run(*dir, *json, !*no_redact); });
 }
 
 }  // namespace replay::cli

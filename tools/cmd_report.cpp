@@ -22,6 +22,11 @@ rank, and the configuration that differs across ranks.
 --markdown writes the findings, rank states and configuration differences as
 Markdown instead (to stdout unless -o), for pasting into a GitHub issue.
 
+What is meant to be shared keeps no secrets: the recorded command and the
+settings that differ across ranks show values that look like credentials as
+[REDACTED:N], as `replay bundle` does (--no-redact keeps them). The file is
+written readable by its owner only.
+
 Exit status: 0 written (whatever was found), 2 the trace could not be read or
 the file not written.)";
 
@@ -29,6 +34,7 @@ struct Options {
   std::string dir;
   std::string out;
   bool markdown = false;
+  bool no_redact = false;
 };
 
 std::string Name(const std::string& path) {
@@ -44,6 +50,7 @@ int Run(const Options& opt) {
   const size_t ranks = (*trace)->ranks().size();
   Progress progress("checking", ranks);
   CheckOptions co;
+  co.redact = !opt.no_redact;
   co.progress = [&](const ReadProgress& p) { progress.Update(p); };
   auto report = CheckTrace(**trace, co);
   if (!report.ok()) return Fail("report", report.status());
@@ -51,6 +58,7 @@ int Run(const Options& opt) {
 
   ReportOptions ro;
   ro.title = Name(opt.dir);
+  ro.redact = !opt.no_redact;
   bool drawing = false;
   ro.progress = [&](const ReadProgress& p) {
     if (!drawing) progress.Phase("drawing");
@@ -91,6 +99,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
   cmd->add_option("-o,--output", opt->out, "File to write (default: report.html; Markdown: stdout)");
   cmd->add_flag("--markdown", opt->markdown, "Markdown to paste into an issue instead of HTML");
+  cmd->add_flag("--no-redact", opt->no_redact, "Show secrets in the command and settings as recorded");
   cmd->callback([=] { *exit_code = Run(*opt); });
 }
 

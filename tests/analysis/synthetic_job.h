@@ -36,8 +36,10 @@ inline std::vector<std::string> SyntheticApiNames() {
 
 class SyntheticJob {
  public:
-  // `header_hook` may change each rank's header before it is written.
-  SyntheticJob(const std::string& dir, int ranks, std::function<void(int, RankHeader*)> header_hook = nullptr)
+  // `header_hook` may change each rank's header before it is written, and
+  // `manifest_hook` the job's manifest.
+  SyntheticJob(const std::string& dir, int ranks, std::function<void(int, RankHeader*)> header_hook = nullptr,
+               std::function<void(JobManifest*)> manifest_hook = nullptr)
       : dir_(dir), ranks_(ranks) {
     for (int r = 0; r < ranks; ++r) {
       WriterOptions o;
@@ -52,6 +54,7 @@ class SyntheticJob {
       o.manifest.world_size = ranks;
       o.background_thread = false;
       if (header_hook) header_hook(r, &o.header);
+      if (manifest_hook) manifest_hook(&o.manifest);
       auto w = TraceWriter::Open(o);
       REQUIRE(w.ok());
       writers_.push_back(std::move(w).value());

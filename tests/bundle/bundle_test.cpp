@@ -5,10 +5,16 @@
 #include <csignal>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "analysis/check_json.h"
 #include "analysis/synthetic_job.h"
+#include "bundle/secret_corpus.h"
 #include "replay/check.h"
+#include "replay/flight_recorder.h"
+#include "replay/jsonl.h"
+#include "replay/perfetto.h"
+#include "replay/report.h"
 #include "support/live_writer.h"
 #include "support/temp_dir.h"
 
@@ -191,6 +197,105 @@ TEST_CASE("secrets in the environment and command line are in no byte of the bun
   // Equal secrets stay equal, so the configuration check sees no difference.
   const nlohmann::json header = nlohmann::json::parse(summary->header);
   for (const auto& f : header["check"]["findings"]) CHECK(f["kind"] != "config");
+}
+
+// Every command line of the secret corpus, one after the other.
+std::vector<std::string> CorpusCommand() {
+  std::vector<std::string> argv;
+  for (const bundle::SecretForm& f : bundle::SecretCorpus()) {
+    if (f.variable.empty()) argv.insert(argv.end(), f.argv.begin(), f.argv.end());
+  }
+  return argv;
+}
+
+// The corpus planted in every rank's command line and environment; rank 3 has
+// another GITHUB_TOKEN, so that the configuration check shows the setting.
+void PlantCorpus(int rank, RankHeader* h) {
+  h->command_line = CorpusCommand();
+  for (const bundle::SecretForm& f : bundle::SecretCorpus()) {
+    if (!f.variable.empty()) h->environment.push_back({f.variable, f.argv[0]});
+  }
+  if (rank == 3) h->environment.push_back({"GITHUB_TOKEN", "S99-differs-on-rank-3"});
+}
+
+bool OwnerOnly(const std::filesystem::path& p) {
+  using std::filesystem::perms;
+  return (std::filesystem::status(p).permissions() & (perms::group_all | perms::others_all)) == perms::none;
+}
+
+TEST_CASE("no secret of the corpus survives in a bundle, a report or an export, and what they write is private",
+          "[bundle]") {
+  TempDir tmp;
+  // The manifest holds the launcher's command line, planted too.
+  auto manifest = [](JobManifest* m) { m->command = CorpusCommand(); };
+  {
+    SyntheticJob job(tmp / "job", 4, PlantCorpus, manifest);
+    job.InitAll();
+    for (int r = 0; r < 4; ++r) job.Finalize(r);
+  }
+  std::vector<std::string> secrets;
+  for (const bundle::SecretForm& f : bundle::SecretCorpus()) secrets.push_back(f.secret);
+  secrets.push_back("S99-differs-on-rank-3");
+  auto none_in = [&](const std::string& what, const std::string& text) {
+    for (const std::string& secret : secrets) {
+      INFO(what << ": " << secret);
+      CHECK(text.find(secret) == std::string::npos);
+    }
+  };
+
+  auto summary = WriteBundle(tmp / "job", tmp / "job.rpb");
+  REQUIRE(summary.ok());
+  none_in("bundle", EverythingIn(tmp / "job.rpb", tmp / "out"));
+  CHECK(OwnerOnly(tmp / "job.rpb"));
+  CHECK(OwnerOnly(tmp / "out"));
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(tmp / "out")) {
+    INFO(entry.path());
+    CHECK(OwnerOnly(entry.path()));
+  }
+  // The header names what was redacted, never a value.
+  const nlohmann::json redaction = nlohmann::json::parse(summary->header)["redaction"];
+  CHECK(redaction["secrets"].get<size_t>() >= bundle::SecretCorpus().size());
+
+  auto trace = TraceReader::Open(tmp / "job");
+  REQUIRE(trace.ok());
+  CheckOptions co;
+  co.redact = true;
+  auto report = CheckTrace(**trace, co);
+  REQUIRE(report.ok());
+  const std::string check_json = CheckReportJson(*report);
+  none_in("check --json with redaction", check_json);
+  // The setting that differs is still named, its values as placeholders.
+  CHECK(check_json.find("GITHUB_TOKEN") != std::string::npos);
+  CHECK(check_json.find("[REDACTED:") != std::string::npos);
+
+  ReportOptions ro;
+  auto html = RenderHtmlReport(**trace, *report, ro);
+  REQUIRE(html.ok());
+  none_in("HTML report", *html);
+  CHECK(html->find("GITHUB_TOKEN") != std::string::npos);
+  const std::string md = RenderMarkdownReport(**trace, *report, ro);
+  none_in("Markdown report", md);
+  CHECK(md.find("Command: `") != std::string::npos);
+
+  std::ostringstream jsonl;
+  REQUIRE(WriteJsonLines(**trace, jsonl).ok());
+  none_in("JSON Lines export", jsonl.str());
+  std::ostringstream perfetto;
+  REQUIRE(WritePerfetto(**trace, perfetto).ok());
+  none_in("Perfetto export", perfetto.str());
+  FlightRecorderExportOptions fo;
+  fo.json = true;
+  auto dumps = ExportFlightRecorder(**trace, tmp / "fr", fo);
+  REQUIRE(dumps.ok());
+  CHECK(OwnerOnly(tmp / "fr"));
+  for (const std::string& d : *dumps) {
+    none_in("Flight Recorder export", testing::ReadFile(d));
+    CHECK(OwnerOnly(d));
+  }
+
+  // Asked not to redact, the report shows what was recorded.
+  ro.redact = false;
+  CHECK(RenderMarkdownReport(**trace, *report, ro).find("S01-pw-space") != std::string::npos);
 }
 
 TEST_CASE("a bundle made with --no-redact keeps the secrets, readable by its owner only", "[bundle]") {

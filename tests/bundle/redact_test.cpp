@@ -1,4 +1,5 @@
 #include "bundle/redact.h"
+#include "bundle/secret_corpus.h"
 #include "util/json.h"
 
 #include <catch2/catch.hpp>
@@ -87,6 +88,56 @@ TEST_CASE("command lines lose option values, assignments and tokens that are sec
   REQUIRE(j.size() == 4);
   CHECK(j[0]["where"] == "manifest command");
   CHECK(!j[0].contains("ranks"));
+}
+
+TEST_CASE("every form of secret in the corpus is replaced, and the words around it kept", "[bundle]") {
+  Redactor r;
+  for (const SecretForm& f : SecretCorpus()) {
+    std::string shown;
+    if (f.variable.empty()) {
+      for (const std::string& a : r.RedactCommand(f.argv, "command line", 0)) shown += a + "\n";
+    } else {
+      std::string why;
+      shown = r.RedactValue(f.variable, f.argv[0], &why);
+      CHECK(!why.empty());
+    }
+    INFO(f.form << ": " << shown);
+    CHECK(shown.find(f.secret) == std::string::npos);
+    CHECK(shown.find("[REDACTED:") != std::string::npos);
+    if (!f.kept.empty()) CHECK(shown.find(f.kept) != std::string::npos);
+  }
+  CHECK(SecretCorpus().size() >= 30);
+  // The records name options and variables, never a value.
+  const std::string records = r.RecordsJson().dump();
+  for (const SecretForm& f : SecretCorpus()) {
+    INFO(f.form);
+    CHECK(records.find(f.secret) == std::string::npos);
+  }
+}
+
+TEST_CASE("words that only resemble secrets are left as they are", "[bundle]") {
+  Redactor r;
+  const std::vector<std::string> argv = {"mpirun", "-np", "4", "-x", "NCCL_DEBUG=INFO", "--mca", "btl", "self,vader",
+                                         "python", "train.py", "--lr=0.1", "--tokenizer", "gpt2", "--keys-file",
+                                         "k.txt", "--batch", "32", "https://example.com/a?b=c", "ssh://git@host/r"};
+  CHECK(r.RedactCommand(argv, "command line", 0) == argv);
+  std::string why;
+  CHECK(r.RedactValue("OMPI_ARGV", "--lr 0.1 --steps 10", &why) == "--lr 0.1 --steps 10");
+  CHECK(why.empty());
+  CHECK(r.secrets() == 0);
+}
+
+TEST_CASE("free text keeps its blanks and loses its secrets", "[bundle]") {
+  Redactor r;
+  std::string why;
+  CHECK(r.RedactText("a  --password\tpw1 b", &why) == "a  --password\t[REDACTED:1] b");
+  CHECK(why == "secret option inside the value");
+  CHECK(r.RedactText("curl -H 'Authorization: Bearer abcdefgh1234'", &why) ==
+        "curl -H 'Authorization: Bearer [REDACTED:2]'");
+  CHECK(r.RedactText(R"({"user": "bob", "password": "pw3"})", &why) == R"({"user": "bob", "password": "[REDACTED:3]"})");
+  CHECK(r.RedactText(R"({"api_key":"k4","lr":0.1})", &why) == R"({"api_key":"[REDACTED:4]","lr":0.1})");
+  // Equal secrets, equal placeholders.
+  CHECK(r.RedactText("--token pw1", &why) == "--token [REDACTED:1]");
 }
 
 }  // namespace

@@ -156,6 +156,34 @@ TEST_CASE("a recorded job's bundle is small, redacted, and every command reads i
       CHECK(names.count(name) == 1);
     }
   }
+  SECTION("info and report of the directory show the command without its secrets, private files") {
+    RunResult info = Run(Replay() + " info " + t, 60);
+    INFO(info.output);
+    REQUIRE(info.exit_code == 0);
+    CHECK(info.output.find("WANDB_API_KEY=[REDACTED:") != std::string::npos);
+    CHECK(info.output.find(kWandbKey) == std::string::npos);
+    RunResult info_json = Run(Replay() + " info --json " + t, 60);
+    CHECK(info_json.output.find(kWandbKey) == std::string::npos);
+    RunResult kept = Run(Replay() + " info --no-redact " + t, 60);
+    CHECK(kept.output.find(kWandbKey) != std::string::npos);
+    RunResult md = Run(Replay() + " report --markdown " + t, 60);
+    REQUIRE(md.exit_code == 0);
+    CHECK(md.output.find(kWandbKey) == std::string::npos);
+    RunResult html = Run(Replay() + " report " + t + " -o " + (tmp / "r.html"), 60);
+    REQUIRE(html.exit_code == 0);
+    const std::string page = testing::ReadFile(tmp / "r.html");
+    for (const char* secret : {kHfToken, kAwsSecret, kUrlPassword, kWandbKey}) {
+      INFO(secret);
+      CHECK(page.find(secret) == std::string::npos);
+    }
+    RunResult e = Run(Replay() + " export " + t + " --format jsonl -o " + (tmp / "t.jsonl"), 60);
+    REQUIRE(e.exit_code == 0);
+    using std::filesystem::perms;
+    for (const char* f : {"r.html", "t.jsonl", "job.rpb"}) {
+      INFO(f);
+      CHECK((std::filesystem::status(tmp / f).permissions() & (perms::group_all | perms::others_all)) == perms::none);
+    }
+  }
   SECTION("--no-payloads leaves the received bytes out, --ranks keeps a subset") {
     CHECK(AnyPayloads(UnpackedFiles(tmp / "job.rpb", tmp / "all")));
     RunResult np = Run(Replay() + " bundle --no-payloads " + t + " -o " + (tmp / "np.rpb"), 120);

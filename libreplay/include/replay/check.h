@@ -131,6 +131,10 @@ struct CheckOptions {
   double straggler_min_share = 0.05;
   // Told how far reading the ranks has got.
   ReadProgressFn progress;
+  // Settings that differ across ranks show values that look like secrets as
+  // placeholders, as `replay bundle` redacts them ([REDACTED:N], equal values
+  // equal): for what is shared, such as `replay report`.
+  bool redact = false;
 };
 
 struct CheckReport {

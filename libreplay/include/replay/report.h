@@ -33,6 +33,9 @@ struct ReportOptions {
   size_t max_ranks = 32;        // timeline rows at most
   size_t max_arrows = 1500;
   ReadProgressFn progress;  // how far reading the ranks has got
+  // The recorded command with its secrets replaced, as `replay bundle` does
+  // (check the trace with CheckOptions::redact for the settings' values).
+  bool redact = true;
 };
 
 // The HTML page for `trace`, whose check gave `report`.

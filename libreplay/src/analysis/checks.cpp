@@ -7,6 +7,7 @@
 #include <set>
 
 #include "analysis/taxonomy.h"
+#include "bundle/redact.h"
 #include "replay/event_format.h"
 #include "util/json.h"
 
@@ -1145,15 +1146,20 @@ void CheckConfig(const JobView& job, std::vector<RankedFinding>* out) {
   if (job.digests.size() < 2) return;
   // key -> value -> ranks; an unset key is the value "<unset>" on that rank.
   std::map<std::string, std::map<std::string, RankSet>> values;
+  bundle::Redactor redactor;
+  auto shown = [&](const std::string& k, const std::string& v) {
+    std::string why;
+    return job.options.redact ? redactor.RedactValue(k, v, &why) : v;
+  };
   RankSet all;
   for (const RankDigest& d : job.digests) {
     all.Add(d.rank);
     for (const auto& [k, v] : d.header.environment) {
-      if (!IsPerRankSetting(k)) values["env " + k][v].Add(d.rank);
+      if (!IsPerRankSetting(k)) values["env " + k][shown(k, v)].Add(d.rank);
     }
     for (const auto& [k, v] : d.header.versions) values["version " + k][v].Add(d.rank);
     for (const auto& [k, v] : d.info) {
-      if (!IsPerRankSetting(k)) values["info " + k][v].Add(d.rank);
+      if (!IsPerRankSetting(k)) values["info " + k][shown(k, v)].Add(d.rank);
     }
   }
   Draft f = Make(FindingKind::kConfig);

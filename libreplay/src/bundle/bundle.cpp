@@ -493,7 +493,7 @@ Result<BundleSummary> WriteBundle(const std::string& trace_dir, const std::strin
 
   // Write it.
   std::string tmp = out + ".tmp" + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, options.redact ? 0644 : 0600);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("cannot create " + out, errno);
   Status st;
   uint64_t written = 0;

@@ -35,7 +35,7 @@ std::vector<std::string> Words(std::string_view name) {
 bool SecretWord(const std::string& w) {
   static const char* const kWords[] = {
       "TOKEN",       "TOKENS",      "SECRET",     "SECRETS",     "PASSWORD",   "PASSWORDS",
-      "PASSWD",      "PASSPHRASE",  "KEY",        "APIKEY",      "ACCESSKEY",  "SECRETKEY",
+      "PASSWD",      "PASSPHRASE",  "PASS",       "PASSCODE",   "PW",         "KEY",        "APIKEY",      "ACCESSKEY",  "SECRETKEY",
       "PRIVATEKEY",  "SIGNINGKEY",  "CREDENTIAL", "CREDENTIALS", "CREDS",      "AUTH",
       "AUTHORIZATION", "COOKIE",
   };
@@ -75,7 +75,59 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+bool Blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x1f'; }
+
+bool IsPlaceholder(std::string_view v) { return v.substr(0, 10) == "[REDACTED:"; }
+
+// Where the value of a word lies inside the quotes, brackets and punctuation
+// around it: `"x"},` -> x.
+std::pair<size_t, size_t> CoreOf(std::string_view w) {
+  size_t b = 0;
+  size_t e = w.size();
+  while (b < e && std::string_view("\"'([{<`").find(w[b]) != std::string_view::npos) ++b;
+  while (e > b && std::string_view("\"')]}>,;`").find(w[e - 1]) != std::string_view::npos) --e;
+  return {b, e};
+}
+
+bool EqualsLower(std::string_view w, std::string_view lower) {
+  if (w.size() != lower.size()) return false;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(w[i])) != lower[i]) return false;
+  }
+  return true;
+}
+
+// An authorization scheme, which the credential follows: "Bearer <token>".
+bool IsScheme(std::string_view w) {
+  for (std::string_view s : {"bearer", "basic", "digest", "token", "negotiate"}) {
+    if (EqualsLower(w, s)) return true;
+  }
+  return false;
+}
+
+// A word naming a secret key or header whose value is the next word:
+// `password:`, `"api_key":`, `Authorization:`.
+bool IsSecretKeyWord(std::string_view w) {
+  auto [b, e] = CoreOf(w);
+  std::string_view core = w.substr(b, e - b);
+  if (core.size() < 2 || core.back() != ':') return false;
+  core.remove_suffix(1);
+  while (!core.empty() && (core.back() == '"' || core.back() == '\'')) core.remove_suffix(1);
+  return !core.empty() && std::all_of(core.begin(), core.end(), [](char c) { return TokenChar(c) || c == '.'; }) &&
+         IsSecretName(core);
+}
+
 }  // namespace
+
+bool IsSecretOption(std::string_view word) {
+  size_t dashes = 0;
+  while (dashes < word.size() && word[dashes] == '-') ++dashes;
+  if (dashes == 0 || dashes > 2 || dashes == word.size()) return false;
+  std::string_view name = word.substr(dashes);
+  if (!std::all_of(name.begin(), name.end(), [](char c) { return TokenChar(c) || c == '.'; })) return false;
+  if (dashes == 1 && name.size() == 1) return name == "p";
+  return IsSecretName(name);
+}
 
 bool IsSecretName(std::string_view name) {
   std::vector<std::string> words = Words(name);
@@ -117,14 +169,20 @@ std::string Redactor::Placeholder(std::string_view secret) {
 }
 
 void Redactor::Note(const std::string& where, const std::string& name, const std::string& why, int32_t rank,
-                    const std::string& placeholder) {
+                    const std::string& redacted) {
   auto key = std::make_pair(where, name);
   auto [it, inserted] = record_index_.try_emplace(key, records_.size());
   if (inserted) records_.push_back(Record{where, name, why, {}, {}});
   Record& r = records_[it->second];
   if (std::find(r.ranks.begin(), r.ranks.end(), rank) == r.ranks.end()) r.ranks.push_back(rank);
-  if (std::find(r.placeholders.begin(), r.placeholders.end(), placeholder) == r.placeholders.end()) {
-    r.placeholders.push_back(placeholder);
+  // The placeholders in the redacted text, never the text around them.
+  for (size_t at = redacted.find("[REDACTED:"); at != std::string::npos; at = redacted.find("[REDACTED:", at + 1)) {
+    size_t close = redacted.find(']', at);
+    if (close == std::string::npos) break;
+    std::string placeholder = redacted.substr(at, close + 1 - at);
+    if (std::find(r.placeholders.begin(), r.placeholders.end(), placeholder) == r.placeholders.end()) {
+      r.placeholders.push_back(placeholder);
+    }
   }
 }
 
@@ -178,37 +236,137 @@ std::string Redactor::RedactValue(std::string_view name, std::string_view value,
     *why = "token";
     return Placeholder(value);
   }
+  return RedactText(value, why);
+}
+
+std::string Redactor::RedactWord(std::string_view word, std::string* why) {
+  why->clear();
+  auto [b, e] = CoreOf(word);
+  std::string_view core = word.substr(b, e - b);
+  if (!core.empty() && !IsPlaceholder(core) && LooksLikeToken(core)) {
+    *why = "token";
+    return std::string(word.substr(0, b)) + Placeholder(core) + std::string(word.substr(e));
+  }
   bool changed = false;
-  std::string out = RedactUrls(value, &changed);
+  std::string out = RedactUrls(word, &changed);
   if (changed) *why = "credentials in URL";
   bool assigned = false;
-  out = RedactAssignments(out, &assigned);
+  out = RedactPairs(out, &assigned);
   if (assigned && why->empty()) *why = "secret assigned inside the value";
   return out;
 }
 
-std::string Redactor::RedactAssignments(std::string_view value, bool* changed) {
-  constexpr std::string_view kSeparators = ";, \t\n\x1f";  // \x1f: between the words of REPLAY_COMMAND
+std::string Redactor::RedactPairs(std::string_view v, bool* changed) {
+  constexpr std::string_view kValueEnd = ",;&}] \t\n\r\x1f\"'";
   std::string out;
-  size_t pos = 0;
-  while (pos <= value.size()) {
-    size_t end = value.find_first_of(kSeparators, pos);
-    if (end == std::string_view::npos) end = value.size();
-    std::string_view piece = value.substr(pos, end - pos);
-    size_t eq = piece.find('=');
-    std::string_view name = eq == std::string_view::npos ? std::string_view() : piece.substr(0, eq);
-    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
-    std::string_view secret = eq == std::string_view::npos ? std::string_view() : piece.substr(eq + 1);
-    if (!name.empty() && !secret.empty() && std::all_of(name.begin(), name.end(), TokenChar) && IsSecretName(name) &&
-        secret.substr(0, 10) != "[REDACTED:") {
-      out.append(piece.substr(0, eq + 1));
-      out.append(Placeholder(secret));
-      *changed = true;
+  size_t copied = 0;
+  for (size_t p = 0; p < v.size(); ++p) {
+    if (v[p] != '=' && v[p] != ':') continue;
+    // The key: name characters before the separator, inside optional quotes.
+    size_t ke = p;
+    if (ke > 0 && (v[ke - 1] == '"' || v[ke - 1] == '\'')) --ke;
+    size_t kb = ke;
+    while (kb > 0 && (TokenChar(v[kb - 1]) || v[kb - 1] == '.')) --kb;
+    std::string_view key = v.substr(kb, ke - kb);
+    while (!key.empty() && key.front() == '-') key.remove_prefix(1);
+    if (key.empty() || !IsSecretName(key)) continue;
+    size_t vb = p + 1;
+    while (vb < v.size() && v[vb] == ' ') ++vb;
+    char quote = 0;
+    if (vb < v.size() && (v[vb] == '"' || v[vb] == '\'')) quote = v[vb++];
+    size_t ve = vb;
+    if (quote != 0) {
+      while (ve < v.size() && v[ve] != quote) ve += (v[ve] == '\\' && ve + 1 < v.size()) ? 2 : 1;
+      ve = std::min(ve, v.size());
     } else {
-      out.append(piece);
+      while (ve < v.size() && kValueEnd.find(v[ve]) == std::string_view::npos) ++ve;
     }
-    if (end < value.size()) out.push_back(value[end]);
-    pos = end + 1;
+    std::string_view secret = v.substr(vb, ve - vb);
+    if (secret.empty() || IsPlaceholder(secret)) continue;
+    out.append(v.substr(copied, vb - copied));
+    out.append(Placeholder(secret));
+    copied = ve;
+    p = ve - 1;
+    *changed = true;
+  }
+  out.append(v.substr(copied));
+  return out;
+}
+
+void Redactor::RedactWords(std::vector<std::string>* words, std::vector<std::string>* whys,
+                           std::vector<std::string>* names) {
+  std::vector<std::string>& w = *words;
+  whys->assign(w.size(), std::string());
+  names->assign(w.size(), std::string());
+  // Replaces word i whole (its value part, without the quotes around it).
+  auto take = [&](size_t i, const std::string& name, const char* why) {
+    auto [b, e] = CoreOf(w[i]);
+    if (b >= e) b = 0, e = w[i].size();
+    std::string_view core = std::string_view(w[i]).substr(b, e - b);
+    if (IsPlaceholder(core)) return;
+    w[i] = w[i].substr(0, b) + Placeholder(core) + w[i].substr(e);
+    (*whys)[i] = why;
+    (*names)[i] = name;
+  };
+  for (size_t i = 0; i < w.size(); ++i) {
+    const std::string word = w[i];
+    const bool has_next = i + 1 < w.size() && !w[i + 1].empty();
+    if (has_next && IsSecretOption(word) && w[i + 1][0] != '-') {
+      take(++i, word, "secret name");  // --password X, -p X
+      continue;
+    }
+    if (has_next && IsSecretKeyWord(word)) {
+      // password: X, Authorization: Bearer X
+      size_t v = i + 1;
+      if (IsScheme(w[v]) && v + 1 < w.size() && !w[v + 1].empty()) ++v;
+      auto [b, e] = CoreOf(word);
+      std::string name = word.substr(b, e - b - 1);
+      take(v, name, "secret name");
+      i = v;
+      continue;
+    }
+    if (has_next && EqualsLower(word, "bearer")) {
+      take(++i, word, "token");
+      continue;
+    }
+    std::string why;
+    std::string out;
+    if (std::any_of(word.begin(), word.end(), Blank)) {
+      out = RedactText(word, &why);  // one argument holding many words
+    } else {
+      out = RedactWord(word, &why);
+    }
+    if (!why.empty()) {
+      w[i] = std::move(out);
+      (*whys)[i] = why;
+    }
+  }
+}
+
+std::string Redactor::RedactText(std::string_view text, std::string* why) {
+  why->clear();
+  // Words and the blanks between them, which stay as they are.
+  std::vector<std::string> words;
+  std::vector<std::string> gaps(1);
+  for (size_t i = 0; i < text.size();) {
+    if (Blank(text[i])) {
+      gaps.back().push_back(text[i++]);
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !Blank(text[end])) ++end;
+    words.emplace_back(text.substr(i, end - i));
+    gaps.emplace_back();
+    i = end;
+  }
+  std::vector<std::string> whys;
+  std::vector<std::string> names;
+  RedactWords(&words, &whys, &names);
+  std::string out = gaps[0];
+  for (size_t i = 0; i < words.size(); ++i) {
+    out += words[i];
+    out += gaps[i + 1];
+    if (why->empty() && !whys[i].empty()) *why = whys[i] == "secret name" ? "secret option inside the value" : whys[i];
   }
   return out;
 }
@@ -216,36 +374,27 @@ std::string Redactor::RedactAssignments(std::string_view value, bool* changed) {
 std::vector<std::string> Redactor::RedactCommand(const std::vector<std::string>& argv, const std::string& where,
                                                  int32_t rank) {
   std::vector<std::string> out = argv;
+  std::vector<std::string> whys;
+  std::vector<std::string> names;
+  RedactWords(&out, &whys, &names);
   for (size_t i = 0; i < out.size(); ++i) {
-    const std::string arg = out[i];
-    std::string why;
-    size_t eq = arg.find('=');
-    size_t dashes = arg.find_first_not_of('-');
-    if (dashes == std::string::npos) continue;
-    std::string name = eq != std::string::npos && eq > dashes ? arg.substr(dashes, eq - dashes) : "";
-    if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return TokenChar(c) || c == '.'; })) {
+    if (whys[i].empty()) continue;
+    std::string name = names[i];
+    if (name.empty()) {
       // NAME=VALUE (an environment assignment, mpirun -x) or --option=value.
-      std::string value = RedactValue(name, std::string_view(arg).substr(eq + 1), &why);
-      if (!why.empty()) {
-        out[i] = arg.substr(0, eq + 1) + value;
-        Note(where, dashes > 0 ? arg.substr(0, eq) : name, why, rank, value);
+      const std::string& arg = argv[i];
+      size_t eq = arg.find('=');
+      size_t dashes = arg.find_first_not_of('-');
+      std::string_view bare = eq != std::string::npos && dashes < eq ? std::string_view(arg).substr(dashes, eq - dashes)
+                                                                      : std::string_view();
+      if (!bare.empty() && !LooksLikeToken(bare) &&
+          std::all_of(bare.begin(), bare.end(), [](char c) { return TokenChar(c) || c == '.'; })) {
+        name = arg.substr(0, eq);
+      } else {
+        name = "argv[" + std::to_string(i) + "]";
       }
-      continue;
     }
-    if (dashes > 0 && i + 1 < out.size() && IsSecretName(arg.substr(dashes)) && !out[i + 1].empty() &&
-        out[i + 1][0] != '-') {
-      // --option value
-      std::string value = Placeholder(out[i + 1]);
-      out[i + 1] = value;
-      Note(where, arg, "secret name", rank, value);
-      ++i;
-      continue;
-    }
-    std::string value = RedactValue("", arg, &why);
-    if (!why.empty()) {
-      out[i] = value;
-      Note(where, "argv[" + std::to_string(i) + "]", why, rank, value);
-    }
+    Note(where, name, whys[i], rank, out[i]);
   }
   return out;
 }

@@ -28,9 +28,14 @@
 namespace replay::bundle {
 
 // Whether a variable or option name says its value is a secret: TOKEN, SECRET,
-// PASSWORD, PASSWD, KEY, APIKEY, CREDENTIAL(S), AUTH ... as a word of the name
-// (HF_TOKEN, AWS_SECRET_ACCESS_KEY, db-password), not TOKENIZERS_PARALLELISM.
+// PASSWORD, PASSWD, PASS, PW, KEY, APIKEY, CREDENTIAL(S), AUTH ... as a word of
+// the name (HF_TOKEN, AWS_SECRET_ACCESS_KEY, db-pass), not TOKENIZERS_PARALLELISM.
 bool IsSecretName(std::string_view name);
+
+// Whether a command-line word is an option whose next word is a secret:
+// `--password`, `--api-key`, `--db-pass`, and the short `-p` (as mysql and
+// sshpass take a password).
+bool IsSecretOption(std::string_view word);
 
 // Whether a value looks like a credential whatever its name: well-known token
 // formats (ghp_..., hf_..., sk-..., AKIA...) or an "Authorization: Bearer" value.
@@ -56,6 +61,14 @@ class Redactor {
 
   // `value` of variable `name` with secrets replaced; `*why` says why when it changed.
   std::string RedactValue(std::string_view name, std::string_view value, std::string* why);
+  // Free text with secrets replaced: words separated by blanks (a command line
+  // kept as one string, as OMPI_ARGV or REPLAY_COMMAND keep it; a header line;
+  // JSON or YAML configuration passed as an argument). Replaces the word after
+  // a secret option (`--token X`, `-p X`), after a secret key or header name
+  // (`password: X`, `Authorization: Bearer X`), after `Bearer`, and inside
+  // words: tokens, passwords in URLs, secret keys assigned with = or :
+  // (`HF_TOKEN=X`, `{"api_key":"X"}`, `?access_token=X&`).
+  std::string RedactText(std::string_view text, std::string* why);
   // A command line with secrets replaced; records under `where` for `rank`.
   std::vector<std::string> RedactCommand(const std::vector<std::string>& argv, const std::string& where,
                                          int32_t rank);
@@ -70,11 +83,20 @@ class Redactor {
   std::string Placeholder(std::string_view secret);
   // Replaces user:password@ in every URL of `value`.
   std::string RedactUrls(std::string_view value, bool* changed);
-  // Replaces the values of secret names in NAME=VALUE pieces of `value`
-  // ("A=1;HF_TOKEN=x", as launchers pass environment lists on).
-  std::string RedactAssignments(std::string_view value, bool* changed);
+  // Replaces the values of secret keys assigned inside `value`: NAME=VALUE
+  // pieces ("A=1;HF_TOKEN=x", as launchers pass environment lists on),
+  // --option=value, "key": "value" and key: value.
+  std::string RedactPairs(std::string_view value, bool* changed);
+  // What one word holds: a token, a URL with a password, secret pairs.
+  std::string RedactWord(std::string_view word, std::string* why);
+  // Redacts a list of words (a command line's arguments, or the words of free
+  // text): `whys[i]` says why word i changed, `names[i]` names the option or
+  // key it is the value of, when it is one.
+  void RedactWords(std::vector<std::string>* words, std::vector<std::string>* whys, std::vector<std::string>* names);
+  // Records that `name` under `where` was redacted to `redacted` (the
+  // placeholders in it are listed).
   void Note(const std::string& where, const std::string& name, const std::string& why, int32_t rank,
-            const std::string& placeholder);
+            const std::string& redacted);
 
   std::map<std::string, std::string, std::less<>> placeholders_;  // secret -> placeholder
   std::vector<Record> records_;

@@ -1325,7 +1325,7 @@ class RankDumpWriter {
 
 Result<std::vector<std::string>> ExportFlightRecorder(const TraceReader& trace, const std::string& out_dir,
                                                       const FlightRecorderExportOptions& options) {
-  REPLAY_RETURN_IF_ERROR(FileSystem::Default()->CreateDirs(out_dir, 0755));
+  REPLAY_RETURN_IF_ERROR(FileSystem::Default()->CreateDirs(out_dir, 0700));
   std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
   std::vector<size_t> chosen;
   for (size_t i = 0; i < trace.ranks().size(); ++i) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/rank_set.h"
+#include "bundle/redact.h"
 #include "interop/timeline.h"
 #include "replay/event_format.h"
 #include "replay/version.h"
@@ -59,6 +60,14 @@ std::string Utc(int64_t realtime_ns) {
 std::string RanksText(std::vector<int32_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
   return analysis::FormatRanks(ranks);
+}
+
+// The recorded command as the page shows it: secrets redacted unless asked
+// otherwise, and cut at 300 characters.
+std::string ShownCommand(const JobManifest& m, const ReportOptions& options) {
+  bundle::Redactor redactor;
+  std::string cmd = CommandText(options.redact ? redactor.RedactCommand(m.command, "command", -1) : m.command);
+  return cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd;
 }
 
 std::string TraceName(const TraceReader& trace, const ReportOptions& options) {
@@ -234,8 +243,8 @@ class HtmlPage {
     if (trace_.manifest()) {
       const JobManifest& m = *trace_.manifest();
       out_ << " · recorded " << Esc(Utc(m.created_realtime_ns)) << " · level " << Esc(std::string(LevelName(m.level)));
-      std::string cmd = CommandText(m.command);
-      if (!cmd.empty()) out_ << "</p><p class=\"sub mono\">" << Esc(cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd);
+      std::string cmd = ShownCommand(m, options_);
+      if (!cmd.empty()) out_ << "</p><p class=\"sub mono\">" << Esc(cmd);
     }
     out_ << "</p></header>\n";
   }
@@ -568,8 +577,7 @@ std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& re
   if (report.world_size > 0 && static_cast<size_t>(report.world_size) != report.ranks.size()) md << " of " << report.world_size;
   md << ")\n\n";
   if (trace.manifest() && !trace.manifest()->command.empty()) {
-    std::string cmd = CommandText(trace.manifest()->command);
-    md << "Command: `" << (cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd) << "`\n\n";
+    md << "Command: `" << ShownCommand(*trace.manifest(), options) << "`\n\n";
   }
   for (size_t i = 0; i < n; ++i) {
     const Finding& f = report.findings[i];
