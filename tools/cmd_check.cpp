@@ -40,15 +40,23 @@ call counts as stuck once it stayed in progress for --min-wait seconds (default
 0.5; until now, or until its rank died or closed its trace), so that a job
 stopped in the middle of a collective is not taken for a hang.
 
-Exit status: 0 nothing found, 1 findings, 2 the trace could not be read.
+Exit status: 0 nothing found, 1 findings, 2 the trace could not be read, or
+nothing was found but part of it could not be (an unreadable rank, events lost
+to damage): the headline and the notes say what.
 --json output is described in docs/check.md.)";
 
 void PrintText(const CheckReport& r, bool brief) {
   size_t n = r.findings.size();
+  std::string verdict = Paint(Color::kGreen, "no findings");
+  if (n > 0) {
+    verdict = Paint(Color::kRed, std::to_string(n) + (n == 1 ? " finding" : " findings"));
+  } else if (!r.unread.empty()) {
+    std::string what;
+    for (const std::string& u : r.unread) what += (what.empty() ? "" : "; ") + u;
+    verdict = Paint(Color::kYellow, "no findings in what could be read; not read: " + what);
+  }
   std::printf("%s %s (%zu rank%s%s): %s\n", Paint(Color::kBold, "replay check").c_str(), r.trace.c_str(),
-              r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.live ? ", live" : "",
-              n == 0 ? Paint(Color::kGreen, "no findings").c_str()
-                     : Paint(Color::kRed, std::to_string(n) + (n == 1 ? " finding" : " findings")).c_str());
+              r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.live ? ", live" : "", verdict.c_str());
   for (size_t i = 0; i < n; ++i) {
     const Finding& f = r.findings[i];
     std::printf("\n%zu. %s %s\n", i + 1, Paint(Color::kYellow, std::string(FindingKindName(f.kind))).c_str(),
@@ -104,7 +112,8 @@ int Run(const std::string& dir, bool json, bool live, double min_wait_s, int thr
   } else {
     PrintText(*report, brief);
   }
-  return report->findings.empty() ? kExitOk : kExitFindings;
+  if (!report->findings.empty()) return kExitFindings;
+  return report->unread.empty() ? kExitOk : kExitBadInput;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "analysis/diff_json.h"
+#include "analysis/rank_set.h"
 #include "command.h"
 #include "replay/diff.h"
 #include "replay/event_format.h"
@@ -23,7 +24,8 @@ and seeds, marks, errors, call sites (as module + offset). Ignored: timestamps,
 buffer addresses, handles, fault addresses. Settings (environment, versions)
 that differ between the runs are listed too.
 
-Exit status: 0 the runs agree, 1 they diverge, 2 a trace could not be read.)";
+Exit status: 0 the runs agree, 1 they diverge, 2 a trace could not be read, or
+no divergence was found but some rank could not be compared.)";
 
 void PrintEvent(const char* prefix, const DiffEvent& e) {
   std::printf("    %s %s\n", prefix, e.text.c_str());
@@ -31,7 +33,11 @@ void PrintEvent(const char* prefix, const DiffEvent& e) {
 
 void PrintText(const DiffReport& r) {
   std::printf("%s %s vs %s: %s\n", Paint(Color::kBold, "replay diff").c_str(), r.trace_a.c_str(), r.trace_b.c_str(),
-              r.diverged() ? Paint(Color::kRed, "diverged").c_str() : Paint(Color::kGreen, "no divergence").c_str());
+              r.diverged()                ? Paint(Color::kRed, "diverged").c_str()
+              : r.not_compared.empty()    ? Paint(Color::kGreen, "no divergence").c_str()
+                                          : Paint(Color::kYellow, "no divergence in what could be compared; " +
+                                                                      std::string(r.not_compared.size() == 1 ? "rank " : "ranks ") + analysis::FormatRanks(r.not_compared) + " not compared")
+                                                .c_str());
   if (r.first_rank) {
     for (const RankDiff& d : r.ranks) {
       if (d.rank == *r.first_rank) {
@@ -97,7 +103,8 @@ int Run(const std::string& a_dir, const std::string& b_dir, bool json, int conte
   } else {
     PrintText(*report);
   }
-  return report->diverged() ? kExitFindings : kExitOk;
+  if (report->diverged()) return kExitFindings;
+  return report->not_compared.empty() ? kExitOk : kExitBadInput;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // one line on stderr that says what is wrong, never a crash, a second line of
 // boilerplate or a silent success.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,37 @@ TEST_CASE("dump shows the range it was asked for, and says so when a rank holds 
   CHECK(open.exit_code == 0);
   CHECK(testing::Grep(open.output, "#50 ").size() == 1);
   CHECK(testing::Grep(open.output, "MPI_Finalize").size() >= 1);
+}
+
+TEST_CASE("a trace with an unreadable rank gets no clean verdict from check or diff", "[e2e][cli]") {
+  TempDir tmp;
+  const std::string trace = tmp / "trace";
+  RecordSmallJob(trace);
+  const std::string copy = tmp / "copy";
+  std::filesystem::copy(trace, copy, std::filesystem::copy_options::recursive);
+  {
+    std::ofstream garbage(copy + "/rank-00001/header", std::ios::binary | std::ios::trunc);
+    garbage << std::string(100, 'x');
+  }
+  RunResult clean = RunApart(Replay() + " check " + trace, 60);
+  CHECK(clean.exit_code == 0);
+
+  RunResult check = RunApart(Replay() + " check " + copy, 60);
+  INFO(check.output << check.error);
+  CHECK(check.exit_code == 2);
+  auto headline = testing::Grep(check.output, "replay check");
+  REQUIRE(headline.size() == 1);
+  CHECK(headline[0].find("no findings in what could be read; not read: rank-00001") != std::string::npos);
+  RunResult json = RunApart(Replay() + " check --json " + copy, 60);
+  CHECK(json.exit_code == 2);
+  CHECK(json.output.find("\"unread\"") != std::string::npos);
+
+  RunResult diff = RunApart(Replay() + " diff " + trace + " " + copy, 60);
+  INFO(diff.output << diff.error);
+  CHECK(diff.exit_code == 2);
+  CHECK(testing::Grep(diff.output, "no divergence in what could be compared; rank 1 not compared").size() == 1);
+  RunResult same = RunApart(Replay() + " diff " + trace + " " + trace, 60);
+  CHECK(same.exit_code == 0);
 }
 
 }  // namespace

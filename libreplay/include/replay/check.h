@@ -144,6 +144,10 @@ struct CheckReport {
   std::vector<Finding> findings;       // most likely cause first
   std::vector<RankState> ranks;        // by rank
   std::vector<std::string> notes;      // limits of this analysis (unreadable ranks, dropped events)
+  // What the check could not read, one line each: ranks whose trace is
+  // unreadable, events lost to damage. "No findings" with some of these is no
+  // verdict on the whole job.
+  std::vector<std::string> unread;
 };
 
 // Analyses every rank of `trace`. Fails only when no rank can be read at all;

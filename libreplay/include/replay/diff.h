@@ -69,6 +69,9 @@ struct DiffReport {
   std::vector<int32_t> only_in_a, only_in_b;
   std::vector<std::string> settings;     // environment / versions that differ between the runs
   std::vector<std::string> notes;
+  // Ranks in both traces that could not be compared (a trace unreadable):
+  // "no divergence" with some of these is no verdict on them.
+  std::vector<int32_t> not_compared;
   bool diverged() const;
 };
 

@@ -155,7 +155,10 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
 
   for (const TraceProblem& p : trace.problems()) report.notes.push_back(p.file + ": " + p.message);
   std::vector<std::string> unreadable = ReadRanks(trace, digest_options, options, job.get());
-  for (const std::string& u : unreadable) report.notes.push_back("unreadable rank " + u);
+  for (const std::string& u : unreadable) {
+    report.notes.push_back("unreadable rank " + u);
+    report.unread.push_back(u);
+  }
   if (job->digests.empty()) {
     return Status::Corruption(trace.dir() + ": no rank of the trace could be read" +
                               (unreadable.empty() ? "" : " (" + unreadable.front() + ")"));
@@ -179,6 +182,7 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
     if (d.missing > 0) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) +
                              " events unreadable (damaged trace)");
+      report.unread.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) + " events");
     }
     if (!d.header.damage.empty()) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": its header " + d.header.damage);
@@ -297,6 +301,7 @@ nlohmann::json CheckReportToJson(const CheckReport& r) {
     j["ranks"].push_back(x);
   }
   j["notes"] = r.notes;
+  if (!r.unread.empty()) j["unread"] = r.unread;
   return j;
 }
 

@@ -300,6 +300,7 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
   std::vector<std::optional<RankDiff>> results(pairs.size());
   std::map<std::string, analysis::RankSet> settings;  // difference -> ranks
   std::vector<std::string> notes;
+  std::vector<int32_t> not_compared;
   std::mutex mu;
   std::atomic<size_t> next{0};
   ReadProgress progress;
@@ -325,7 +326,10 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       results[i] = std::move(d);
       if (results[i]) ++readable;
       for (const std::string& x : local_settings) settings[x].Add(pair_ranks[i]);
-      if (!note.empty()) notes.push_back(note);
+      if (!note.empty()) {
+        notes.push_back(note);
+        not_compared.push_back(pair_ranks[i]);
+      }
       ++progress.ranks_done;
       progress.events_done += events;
       if (options.progress) options.progress(progress);
@@ -357,6 +361,8 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
   }
   std::sort(notes.begin(), notes.end());
   report.notes = std::move(notes);
+  std::sort(not_compared.begin(), not_compared.end());
+  report.not_compared = std::move(not_compared);
   if (pairs.empty()) report.notes.push_back("no rank is in both traces");
   return report;
 }
@@ -393,6 +399,7 @@ nlohmann::json DiffReportToJson(const DiffReport& r) {
   }
   j["settings"] = r.settings;
   j["notes"] = r.notes;
+  if (!r.not_compared.empty()) j["not_compared"] = r.not_compared;
   return j;
 }
 
