@@ -32,12 +32,16 @@ void PrintEvent(const char* prefix, const DiffEvent& e) {
 }
 
 void PrintText(const DiffReport& r) {
+  std::string verdict = Paint(Color::kGreen, "no divergence");
+  if (r.diverged()) {
+    verdict = Paint(Color::kRed, "diverged");
+  } else if (!r.not_compared.empty()) {
+    verdict = Paint(Color::kYellow, "no divergence in what could be compared; " +
+                                        std::string(r.not_compared.size() == 1 ? "rank " : "ranks ") +
+                                        analysis::FormatRanks(r.not_compared) + " not compared");
+  }
   std::printf("%s %s vs %s: %s\n", Paint(Color::kBold, "replay diff").c_str(), r.trace_a.c_str(), r.trace_b.c_str(),
-              r.diverged()                ? Paint(Color::kRed, "diverged").c_str()
-              : r.not_compared.empty()    ? Paint(Color::kGreen, "no divergence").c_str()
-                                          : Paint(Color::kYellow, "no divergence in what could be compared; " +
-                                                                      std::string(r.not_compared.size() == 1 ? "rank " : "ranks ") + analysis::FormatRanks(r.not_compared) + " not compared")
-                                                .c_str());
+              verdict.c_str());
   if (r.first_rank) {
     for (const RankDiff& d : r.ranks) {
       if (d.rank == *r.first_rank) {

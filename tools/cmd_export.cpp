@@ -143,8 +143,10 @@ Status WriteTo(const std::string& path, const std::function<Status(std::ostream&
     return s;
   }
   const std::string tmp = path + ".tmp";
-  // Readable by its owner only, as every file replay writes from a trace.
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Readable by its owner only, as every file replay writes from a trace (a
+  // leftover of an earlier try would keep its mode: made anew).
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0) ::close(fd);
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f) return Status::IoError("cannot create " + path);

@@ -92,13 +92,6 @@ std::string StatusText(const RankRow& r) {
   return s;
 }
 
-// The recorded command as shown: its secrets replaced unless `redact` is off.
-std::vector<std::string> Shown(const std::vector<std::string>& command, bool redact) {
-  if (!redact) return command;
-  bundle::Redactor redactor;
-  return redactor.RedactCommand(command, "command", -1);
-}
-
 int Run(const std::string& dir, bool json, bool redact) {
   auto trace = OpenTrace(dir);
   if (!trace.ok()) return Fail("info", trace.status());
@@ -129,7 +122,7 @@ int Run(const std::string& dir, bool json, bool redact) {
       const JobManifest& m = *t.manifest();
       j["uuid"] = UuidToString(m.trace_uuid);
       j["created_realtime_ns"] = m.created_realtime_ns;
-      j["command"] = Shown(m.command, redact);
+      j["command"] = redact ? bundle::RedactedCommand(m.command) : m.command;
       j["level"] = std::string(LevelName(m.level));
       j["world_size"] = m.world_size;
       j["recorder"] = m.recorder;
@@ -179,7 +172,7 @@ int Run(const std::string& dir, bool json, bool redact) {
   std::printf("%s %s\n", Paint(Color::kBold, "trace").c_str(), dir.c_str());
   if (t.manifest()) {
     const JobManifest& m = *t.manifest();
-    std::string cmd = CommandText(Shown(m.command, redact));
+    std::string cmd = CommandText(redact ? bundle::RedactedCommand(m.command) : m.command);
     std::printf("  recorded %s by %s on %s, level %s, uuid %s\n", WallTime(m.created_realtime_ns).c_str(),
                 m.recorder.empty() ? "replay" : m.recorder.c_str(), m.host.c_str(),
                 std::string(LevelName(m.level)).c_str(), UuidToString(m.trace_uuid).c_str());

@@ -34,10 +34,10 @@ std::vector<std::string> Words(std::string_view name) {
 // comment of IsSecretName in redact.h and docs/bundle.md.
 bool SecretWord(const std::string& w) {
   static const char* const kWords[] = {
-      "TOKEN",       "TOKENS",      "SECRET",     "SECRETS",     "PASSWORD",   "PASSWORDS",
-      "PASSWD",      "PASSPHRASE",  "PASS",       "PASSCODE",   "PW",         "KEY",        "APIKEY",      "ACCESSKEY",  "SECRETKEY",
-      "PRIVATEKEY",  "SIGNINGKEY",  "CREDENTIAL", "CREDENTIALS", "CREDS",      "AUTH",
-      "AUTHORIZATION", "COOKIE",
+      "TOKEN",      "TOKENS",     "SECRET",      "SECRETS",       "PASSWORD",   "PASSWORDS",
+      "PASSWD",     "PASSPHRASE", "PASS",        "PASSCODE",      "PW",         "KEY",
+      "APIKEY",     "ACCESSKEY",  "SECRETKEY",   "PRIVATEKEY",    "SIGNINGKEY", "CREDENTIAL",
+      "CREDENTIALS", "CREDS",     "AUTH",        "AUTHORIZATION", "COOKIE",
   };
   for (const char* k : kWords) {
     if (w == k) return true;
@@ -397,6 +397,11 @@ std::vector<std::string> Redactor::RedactCommand(const std::vector<std::string>&
     Note(where, name, whys[i], rank, out[i]);
   }
   return out;
+}
+
+std::vector<std::string> RedactedCommand(const std::vector<std::string>& argv) {
+  Redactor redactor;
+  return redactor.RedactCommand(argv, "command", -1);
 }
 
 void Redactor::RedactHeader(RankHeader* header) {

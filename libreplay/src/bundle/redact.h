@@ -43,6 +43,10 @@ bool IsSecretOption(std::string_view word);
 // NAME are replaced too.
 bool LooksLikeToken(std::string_view value);
 
+// A command line as shown where it may be shared (`replay report`, `info`):
+// its secrets replaced, each distinct one by its own placeholder.
+std::vector<std::string> RedactedCommand(const std::vector<std::string>& argv);
+
 class Redactor {
  public:
   // What was replaced: one entry per (where, name), with the ranks it was seen on.

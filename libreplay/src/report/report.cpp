@@ -65,8 +65,7 @@ std::string RanksText(std::vector<int32_t> ranks) {
 // The recorded command as the page shows it: secrets redacted unless asked
 // otherwise, and cut at 300 characters.
 std::string ShownCommand(const JobManifest& m, const ReportOptions& options) {
-  bundle::Redactor redactor;
-  std::string cmd = CommandText(options.redact ? redactor.RedactCommand(m.command, "command", -1) : m.command);
+  std::string cmd = CommandText(options.redact ? bundle::RedactedCommand(m.command) : m.command);
   return cmd.size() > 300 ? cmd.substr(0, 300) + " …" : cmd;
 }
 
