@@ -86,11 +86,7 @@ std::string WallTime(int64_t realtime_ns) {
   return buf;
 }
 
-std::string StatusText(const RankRow& r) {
-  std::string s(RankStatusName(r.status));
-  if (r.fatal_signal != 0) s += " (" + SignalName(r.fatal_signal) + ")";
-  return s;
-}
+std::string StatusText(const RankRow& r) { return RankEndText(r.status, r.close_reason, r.fatal_signal); }
 
 int Run(const std::string& dir, bool json, bool redact) {
   auto trace = OpenTrace(dir);

@@ -129,15 +129,11 @@ void PrintSummary(const std::string& dir) {
       continue;
     }
     const RankReader& rr = **r;
-    std::string status(RankStatusName(rr.status()));
-    if (rr.header().close_reason != CloseReason::kNone) {
-      status += " (" + std::string(CloseReasonName(rr.header().close_reason)) + ")";
-    }
+    int fatal_signal = 0;
     for (const Event& e : rr.events()) {
-      if (e.kind == EventKind::kSignal && e.signal.fatal) {
-        status += ", " + SignalName(e.signal.signo);
-      }
+      if (e.kind == EventKind::kSignal && e.signal.fatal) fatal_signal = e.signal.signo;
     }
+    std::string status = RankEndText(rr.status(), rr.header().close_reason, fatal_signal);
     std::string extra;
     if (rr.stats().dropped) extra += ", " + std::to_string(rr.stats().dropped) + " dropped";
     if (rr.stats().payload_bytes) extra += ", payloads " + HumanBytes(rr.stats().payload_bytes);

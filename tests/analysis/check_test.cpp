@@ -468,11 +468,47 @@ TEST_CASE("check does not take a job stopped in the middle of a collective for a
   }
   CheckReport stopped = Check(dir.path(), CheckOptions{});
   INFO(Titles(stopped));
-  CHECK(stopped.findings.empty());
+  // Only that it was stopped.
+  REQUIRE(stopped.findings.size() == 1);
+  CHECK(stopped.findings[0].kind == FindingKind::kError);
+  CHECK(stopped.findings[0].title == "ranks 0,1 were killed by SIGTERM: the whole job was stopped from outside");
   CHECK(!stopped.ranks[0].blocked);
   CHECK(stopped.ranks[0].doing.find("in MPI_Allreduce on WORLD #1 for ") == 0);
   // Had it waited longer than --min-wait, it would be.
   CHECK(Check(dir.path()).findings.size() == 1);
+}
+
+TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no rank the launcher stopped after a crash", "[analysis]") {
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), 3);
+    job.InitAll();
+    for (int r = 0; r < 3; ++r) job.Allreduce(r, SyntheticJob::World(), 1, 8);
+    job.Exit(1);
+    job.Finalize(0);
+    job.Finalize(2);
+  }
+  CheckReport exited = Check(dir.path());
+  INFO(Titles(exited));
+  REQUIRE(exited.findings.size() == 1);
+  CHECK(exited.findings[0].kind == FindingKind::kError);
+  CHECK(exited.findings[0].title == "rank 1 exited without calling MPI_Finalize");
+  CHECK(exited.findings[0].ranks == std::vector<int32_t>{1});
+  CHECK(exited.ranks[1].doing == "exited without calling MPI_Finalize, after MPI_Allreduce on WORLD #1 returned");
+
+  testing::TempDir crashed;
+  {
+    SyntheticJob job(crashed.path(), 3);
+    job.InitAll();
+    for (int r = 0; r < 3; ++r) job.Allreduce(r, SyntheticJob::World(), 1, 8);
+    job.Die(1, SIGSEGV);
+    job.Die(0, SIGTERM);
+    job.Die(2, SIGTERM);
+  }
+  CheckReport report = Check(crashed.path());
+  INFO(Titles(report));
+  REQUIRE(report.findings.size() == 1);
+  CHECK(report.findings[0].title == "rank 1 crashed with SIGSEGV");
 }
 
 TEST_CASE("check reports MPI error codes once for all ranks that got them", "[analysis]") {

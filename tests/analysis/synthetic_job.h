@@ -228,6 +228,8 @@ class SyntheticJob {
   void FinalizeAll() {
     for (int r = 0; r < ranks_; ++r) Finalize(r);
   }
+  // The rank exits without MPI_Finalize, wherever it is.
+  void Exit(int rank) { REQUIRE(writers_[static_cast<size_t>(rank)]->Close(CloseReason::kExit).ok()); }
   // The rank dies of `signo` (recorded, trace closed), wherever it is.
   void Die(int rank, int signo) {
     SignalEvent s{signo, 0, signo == SIGSEGV ? 0x10u : 0u, true};

@@ -240,6 +240,135 @@ TEST_CASE("diff points at rank 0's wildcard receive when the race fault reorders
   CHECK(d["ranks"][0]["what"] == "a wildcard receive matched a different sender");
 }
 
+// A job of mpi_stages recorded in a session of its own, to be killed part way.
+struct StagedJob {
+  std::string dir;
+  pid_t session = 0;
+};
+
+StagedJob StartStaged(const TempDir& tmp, const std::string& stage, double seconds) {
+  StagedJob job;
+  job.dir = tmp / "t";
+  RunResult started = Run("setsid timeout -s KILL 60 " + Replay() + " record -o " + job.dir + " -- " + Mpirun(2) +
+                          " " + testing::TestProgram("mpi_stages") + " " + stage + " " +
+                          std::to_string(seconds) + " > " + tmp / "log" + " 2>&1 & echo $!");
+  REQUIRE(started.exit_code == 0);
+  job.session = static_cast<pid_t>(std::stol(started.output));
+  return job;
+}
+
+// Waits until rank `rank` of the running job is doing something whose
+// description contains `doing` (as `check --live` says it), with at least
+// `events` events; returns its process id, or 0 after 30 s.
+pid_t WaitFor(const StagedJob& job, int rank, const std::string& doing, uint64_t events = 0) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    RunResult c = Run(Replay() + " check --live --json --min-wait 0 " + job.dir + " 2>/dev/null", 30);
+    json report = json::parse(c.output, nullptr, false);
+    if (report.is_discarded() || !report.contains("ranks")) continue;
+    for (const json& r : report["ranks"]) {
+      if (r["rank"] != rank || r["status"] != "running" || r["events"].get<uint64_t>() < events) continue;
+      if (r["doing"].get<std::string>().find(doing) == std::string::npos) continue;
+      json info = json::parse(Run(Replay() + " info --json " + job.dir + " 2>/dev/null", 30).output, nullptr, false);
+      if (info.is_discarded()) continue;
+      for (const json& i : info["ranks"]) {
+        if (i["rank"] == rank) return i["pid"].get<pid_t>();
+      }
+    }
+  }
+  return 0;
+}
+
+// The parent of `pid`: for a rank, the launcher that started it.
+pid_t ParentOf(pid_t pid) {
+  RunResult r = Run("ps -o ppid= -p " + std::to_string(pid));
+  return r.exit_code == 0 ? static_cast<pid_t>(std::stol(r.output)) : 0;
+}
+
+// Waits for the job to end (the launcher cleans up after a kill).
+void WaitEnded(const StagedJob& job) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline && kill(-job.session, 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(-job.session, SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Finalize, and a killed mpirun", "[e2e]") {
+  TempDir tmp;
+  // The stage, the rank to kill, what it is doing then and how many events it
+  // has recorded by then, and the title of the finding that names it.
+  struct Case {
+    const char* stage;
+    int victim;
+    const char* doing;
+    uint64_t events;
+    const char* title;
+  };
+  const Case cases[] = {
+      // Rank 1 sleeps before MPI_Init: rank 0 waits inside it for rank 1.
+      {"init", 0, "MPI_Init", 0, "rank 0 was killed without a recorded signal (SIGKILL or similar) inside MPI_Init"},
+      {"run", 1, "", 200, ""},
+      // Rank 1 sleeps before MPI_Finalize: rank 0 waits inside it for rank 1.
+      {"finalize", 0, "MPI_Finalize", 0,
+       "rank 0 was killed without a recorded signal (SIGKILL or similar) inside MPI_Finalize"},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION("killed " << c.stage) {
+      StagedJob job = StartStaged(tmp, c.stage, 6);
+      pid_t victim = WaitFor(job, c.victim, c.doing, c.events);
+      REQUIRE(victim > 0);
+      kill(victim, SIGKILL);
+      WaitEnded(job);
+      Checked checked = Check(job.dir);
+      INFO(Titles(checked.report) << Run("cat " + tmp / "log").output);
+      CHECK(checked.exit_code == 1);
+      // Mid-job, the others may be left waiting for it: then the hang names it.
+      const json* named = nullptr;
+      for (const json& f : checked.report["findings"]) {
+        for (const json& r : f["ranks"]) {
+          if (r == c.victim && named == nullptr) named = &f;
+        }
+      }
+      REQUIRE(named != nullptr);
+      if (*c.title != '\0') {
+        CHECK((*named)["kind"] == "error");
+        CHECK((*named)["title"].get<std::string>().rfind(c.title, 0) == 0);
+        CHECK((*named)["data"]["first"] == c.victim);
+      }
+      CHECK(checked.report["ranks"][c.victim]["doing"].get<std::string>().find("killed without a recorded signal") !=
+            std::string::npos);
+    }
+  }
+  for (int signo : {SIGTERM, SIGKILL}) {
+    DYNAMIC_SECTION("mpirun killed by signal " << signo) {
+      StagedJob job = StartStaged(tmp, "run", 6);
+      pid_t rank = WaitFor(job, 1, "", 200);
+      REQUIRE(rank > 0);
+      pid_t launcher = ParentOf(rank);
+      REQUIRE(launcher > 1);
+      kill(launcher, signo);
+      WaitEnded(job);
+      Checked checked = Check(job.dir);
+      INFO(Titles(checked.report) << Run("cat " + tmp / "log").output);
+      // Both ranks are told of: stopped by mpirun's SIGTERM, or made to exit
+      // by the loss of their launcher. One may be left waiting for the other
+      // first, which a hang finding then tells.
+      CHECK(checked.exit_code == 1);
+      REQUIRE(!checked.report["findings"].empty());
+      const json& f = checked.report["findings"][0];
+      if (f["kind"] == "error") CHECK(f["ranks"] == json::array({0, 1}));
+      for (const json& r : checked.report["ranks"]) {
+        std::string doing = r["doing"].get<std::string>();
+        CHECK((doing.find("killed by SIGTERM") != std::string::npos ||
+               doing.find("exited without calling MPI_Finalize") != std::string::npos));
+      }
+    }
+  }
+}
+
 // Seconds on the wall clock, as the trace counts them.
 double RealtimeNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -26,5 +26,8 @@ std::string HumanBytes(uint64_t bytes);
 std::string HumanDuration(int64_t ns);
 // "SIGSEGV"; "signal 99" for a number that names no signal here.
 std::string SignalName(int signo);
+// Whether a program dies of `signo` by itself (SIGSEGV, SIGABRT...), as opposed
+// to being stopped from outside (SIGTERM from a launcher, SIGINT from a user).
+bool IsCrashSignal(int signo);
 
 }  // namespace replay

@@ -34,6 +34,10 @@ enum class RankStatus {
   kFailed,     // recording stopped early on an error (see header.recording_error)
 };
 std::string_view RankStatusName(RankStatus status);
+// How a rank's recording ended, in words: "complete (finalize)", "killed by
+// SIGTERM", "crashed with SIGSEGV", "killed by SIGKILL, salvaged after crash"
+// (with the fatal signal it recorded, 0 for none), "still being written".
+std::string RankEndText(RankStatus status, CloseReason reason, int fatal_signal);
 
 // Something wrong with a trace that did not stop the reading.
 struct TraceProblem {

@@ -217,6 +217,9 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
   analysis::CheckDevices(*job, &found);
   analysis::CheckConfig(*job, &found);
   analysis::CheckStragglers(*job, &found);
+  std::vector<analysis::RankedFinding> endings;
+  analysis::CheckEndings(*job, found, &endings);
+  std::move(endings.begin(), endings.end(), std::back_inserter(found));
   std::stable_sort(found.begin(), found.end(), [](const analysis::RankedFinding& a, const analysis::RankedFinding& b) {
     if (a.finding.kind != b.finding.kind) return a.finding.kind < b.finding.kind;
     if (a.score != b.score) return a.score > b.score;

@@ -19,13 +19,6 @@ std::string Ranks(const std::vector<int32_t>& ranks) {
 }
 std::string Ranks(const RankSet& ranks) { return Ranks(ranks.ToVector()); }
 
-// Signals a program dies of by itself, as opposed to being stopped from outside
-// (the launcher, a timeout, a user).
-bool IsCrashSignal(int signo) {
-  return signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL || signo == SIGABRT ||
-         signo == SIGTRAP || signo == SIGSYS;
-}
-
 bool FinishedCleanly(const RankDigest& d) { return d.FinishedCleanly(); }
 
 bool IsPointToPoint(OpKind kind) {
@@ -315,6 +308,9 @@ std::string Narrator::Doing(int32_t rank) const {
   switch (d->status) {
     case RankStatus::kComplete:
       if (d->header.close_reason == CloseReason::kFinalize) return "finished (MPI_Finalize)";
+      if (d->header.close_reason == CloseReason::kExit && d->mpi_init && !d->mpi_finalize) {
+        return "exited without calling MPI_Finalize" + (last.empty() ? "" : ", after " + last);
+      }
       return "exited (" + std::string(CloseReasonName(d->header.close_reason)) + ")";
     case RankStatus::kRunning:
       return "running, outside any communication call" + (last.empty() ? "" : "; last: " + last);
@@ -988,34 +984,169 @@ void CheckErrors(const JobView& job, std::vector<RankedFinding>* out) {
     for (const RankDigest* d : ranks) f.facts["states"].push_back(n.DoingJson(d->rank));
     out->push_back({std::move(f), 2, first->Abs(first->signal_ns)});
   }
-  // A rank that vanished without a signal, outside any call, while the others
-  // went on for a while: killed from outside (the OOM killer sends SIGKILL).
-  // Not when something else brought the job down: then it is the launcher
-  // cleaning up.
+}
+
+// ---------------------------------------------------------------------------
+// Ranks stopped from outside.
+
+namespace {
+
+// How a rank ended before its program finished, in the order that makes it
+// the likelier cause: killed with no signal recorded (SIGKILL, a power cut),
+// exited in the middle of an MPI program (given up, or its launcher lost), or
+// killed by a signal the program does not raise itself (SIGTERM, SIGINT...),
+// which a launcher sends to the rest once one rank is gone.
+enum class Ending { kNone, kKilled, kExited, kSignalled };
+
+Ending EndingOf(const RankDigest& d) {
+  if (d.aborted) return Ending::kNone;
+  if (d.fatal_signal != 0) return IsCrashSignal(d.fatal_signal) ? Ending::kNone : Ending::kSignalled;
+  if (d.status == RankStatus::kSalvaged) return Ending::kKilled;
+  if (d.status == RankStatus::kComplete && d.header.close_reason == CloseReason::kExit && d.mpi_init &&
+      !d.mpi_finalize) {
+    return Ending::kExited;
+  }
+  return Ending::kNone;
+}
+
+// "killed by SIGTERM", "exited without calling MPI_Finalize".
+std::string HowEnded(const RankDigest& d) {
+  switch (EndingOf(d)) {
+    case Ending::kKilled: return "killed without a recorded signal (SIGKILL or similar)";
+    case Ending::kExited: return "exited without calling MPI_Finalize";
+    case Ending::kSignalled: return "killed by " + SignalName(d.fatal_signal);
+    case Ending::kNone: break;
+  }
+  return "ended";
+}
+// "rank 1 was killed by SIGTERM", "ranks 0,1 exited without calling MPI_Finalize".
+std::string RanksEnded(const std::vector<int32_t>& ranks, const std::string& how) {
+  bool passive = how.rfind("killed", 0) == 0;
+  return Ranks(ranks) + (passive ? (ranks.size() == 1 ? " was " : " were ") : " ") + how;
+}
+
+// "inside MPI_Init", "outside any communication call".
+std::string WhereEnded(const RankDigest& d) {
+  if (!d.blocked.empty()) return "inside " + d.Api(d.blocked.front().call.api);
+  if (!d.last_call) return "before its first recorded call";
+  if (!d.last_call_returned) return "inside " + d.Api(d.last_call->api);
+  return "outside any communication call";
+}
+
+// When the rank ended, as near as its trace says: the signal, or its last
+// event when none was recorded.
+int64_t EndedAt(const RankDigest& d) { return d.Abs(d.fatal_signal != 0 ? d.signal_ns : d.last_ns); }
+
+}  // namespace
+
+void CheckEndings(const JobView& job, const std::vector<RankedFinding>& found, std::vector<RankedFinding>* out) {
+  // A crash or an abort brings the job down: the launcher stopping the other
+  // ranks is its consequence, and that finding says so.
   bool brought_down = std::any_of(job.digests.begin(), job.digests.end(), [](const RankDigest& d) {
     return d.aborted || (d.fatal_signal != 0 && IsCrashSignal(d.fatal_signal));
   });
-  constexpr int64_t kWentOnNs = 1'000'000'000;
-  for (const RankDigest& d : job.digests) {
-    if (brought_down || d.status != RankStatus::kSalvaged || d.fatal_signal != 0 || d.aborted ||
-        !d.blocked.empty()) {
-      continue;
-    }
-    int64_t gone = d.Abs(d.last_ns);
-    bool others_went_on = std::any_of(job.digests.begin(), job.digests.end(), [&](const RankDigest& o) {
-      return o.rank != d.rank && o.Abs(o.last_ns) > gone + kWentOnNs;
-    });
-    if (!others_went_on) continue;
-    Draft f = Make(FindingKind::kError);
-    f.categories = {"out of memory", "program failure"};
-    f.fix = "find what killed the process (SIGKILL leaves no trace in it): the kernel log for the OOM "
-            "killer, the launcher's or scheduler's log; fix the memory / core setting or batch size";
-    f.ranks = {d.rank};
-    f.title = "rank " + std::to_string(d.rank) + " died outside any communication call without a recorded signal";
-    f.details.push_back("rank " + std::to_string(d.rank) + ": " + n.Doing(d.rank));
-    f.facts["states"] = nlohmann::json::array({n.DoingJson(d.rank)});
-    out->push_back({std::move(f), 1, gone});
+  if (brought_down) return;
+  // A rank a finding names is told of there. A job found hung, or with an
+  // error, was likely stopped for it: the ranks its launcher stopped, by a
+  // signal, by making them exit or by SIGKILL while they waited in a call, are
+  // then no news.
+  std::set<int32_t> named;
+  bool explained = false;
+  for (const RankedFinding& f : found) {
+    named.insert(f.finding.ranks.begin(), f.finding.ranks.end());
+    FindingKind k = f.finding.kind;
+    explained |= k == FindingKind::kMismatch || k == FindingKind::kMissingRanks || k == FindingKind::kUnmatchedP2p ||
+                 k == FindingKind::kNeverCompleted || k == FindingKind::kError;
   }
+  std::vector<const RankDigest*> ended;
+  for (const RankDigest& d : job.digests) {
+    Ending e = EndingOf(d);
+    if (e == Ending::kNone || named.count(d.rank) != 0) continue;
+    if (explained && (e != Ending::kKilled || !d.blocked.empty())) continue;
+    ended.push_back(&d);
+  }
+  if (ended.empty()) return;
+  std::stable_sort(ended.begin(), ended.end(), [](const RankDigest* a, const RankDigest* b) {
+    if (EndingOf(*a) != EndingOf(*b)) return EndingOf(*a) < EndingOf(*b);
+    return EndedAt(*a) < EndedAt(*b);
+  });
+  const RankDigest& first = *ended.front();
+  const Ending ending = EndingOf(first);
+  const std::string how = HowEnded(first);
+  std::vector<int32_t> lead, rest;
+  std::set<std::string> lead_where, rest_how;
+  for (const RankDigest* d : ended) {
+    if (HowEnded(*d) == how) {
+      lead.push_back(d->rank);
+      lead_where.insert(WhereEnded(*d));
+    } else {
+      rest.push_back(d->rank);
+      rest_how.insert(HowEnded(*d));
+    }
+  }
+  std::sort(lead.begin(), lead.end());
+  std::sort(rest.begin(), rest.end());
+  Narrator n(job);
+  Draft f = Make(FindingKind::kError);
+  switch (ending) {
+    case Ending::kKilled:
+      f.categories = {"out of memory", "program failure"};
+      f.fix = "find what killed the process (SIGKILL leaves no trace in it): the kernel log for the OOM "
+              "killer, the launcher's or scheduler's log; fix the memory / core setting or batch size";
+      break;
+    case Ending::kExited:
+      f.categories = {"program failure"};
+      f.fix = "the program gave up (its standard error says why) or lost its launcher (mpirun killed "
+              "or gone): an MPI program should leave through MPI_Finalize, or MPI_Abort on an error";
+      break;
+    default:
+      f.categories = {"program failure"};
+      f.fix = "the signal came from outside the program: a user, the scheduler (a time limit or "
+              "preemption), a watchdog or the launcher; their logs say which. A job stopped because "
+              "it hung is best caught before it is stopped, with `replay check --live`";
+      break;
+  }
+  // Ranks with no trace at all were stopped, or never started, before they
+  // recorded anything: when the others were stopped by a signal, the likelier
+  // cause.
+  std::vector<int32_t> untraced = ending == Ending::kSignalled ? job.untraced : std::vector<int32_t>{};
+  if (!untraced.empty()) {
+    f.title = Ranks(untraced) + " left no trace (stopped, or never started, before its first recorded call); then ";
+  }
+  f.title += RanksEnded(lead, how);
+  if (lead_where.size() == 1 && (ending != Ending::kExited || lead_where.begin()->rfind("inside", 0) == 0)) {
+    f.title += " " + *lead_where.begin();
+  }
+  if (!rest.empty()) {
+    f.title += "; then " + (rest_how.size() == 1 ? RanksEnded(rest, *rest_how.begin())
+                                                 : Ranks(rest) + (rest.size() == 1 ? " was" : " were") + " stopped");
+  }
+  bool whole_job = static_cast<int32_t>(ended.size()) == job.world_size && job.world_size > 1 && rest.empty();
+  if (whole_job && ending != Ending::kExited) f.title += ": the whole job was stopped from outside";
+  f.facts["states"] = nlohmann::json::array();
+  for (const RankDigest* d : ended) {
+    f.ranks.push_back(d->rank);
+    if (f.details.size() < 16) f.details.push_back("rank " + std::to_string(d->rank) + ": " + n.Doing(d->rank));
+    f.facts["states"].push_back(n.DoingJson(d->rank));
+  }
+  for (int32_t r : untraced) {
+    f.ranks.push_back(r);
+    if (f.details.size() < 16) f.details.push_back("rank " + std::to_string(r) + ": " + n.Doing(r));
+    f.facts["states"].push_back(n.DoingJson(r));
+  }
+  std::sort(f.ranks.begin(), f.ranks.end());
+  if (!first.blocked.empty() || (first.last_call && !first.last_call_returned)) {
+    const OpenCall& c = !first.blocked.empty() ? first.blocked.front().call : *first.last_call;
+    f.op = first.Api(c.api);
+    if (c.comm != 0) f.comm = n.Comm(c.comm);
+    f.seq = c.seq;
+    if (c.call_site != 0) f.call_site = n.Site(first.rank, c.call_site);
+  }
+  if (first.fatal_signal != 0) f.facts["signal"] = SignalName(first.fatal_signal);
+  f.facts["first"] = untraced.empty() ? first.rank : untraced.front();
+  f.facts["how"] = how;
+  f.facts["whole_job"] = whole_job;
+  out->push_back({std::move(f), 1, EndedAt(first)});
 }
 
 // ---------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 //
 // Each check appends findings with a ranking key; CheckTrace (check.cpp) sorts
 // them and assembles the report. The checks only read the JobView and may run
-// in any order, from one thread (the symbol resolver is the only shared cache).
+// in any order, from one thread (the symbol resolver is the only shared
+// cache); CheckEndings last, for it reads what the others found.
 #pragma once
 
 #include <cstdint>
@@ -105,6 +106,9 @@ void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out);
 void CheckDevices(const JobView& job, std::vector<RankedFinding>* out);
 void CheckConfig(const JobView& job, std::vector<RankedFinding>* out);
 void CheckStragglers(const JobView& job, std::vector<RankedFinding>* out);
+// Ranks stopped from outside (a signal the program does not raise itself, or
+// none recorded) that no finding in `found` names: run after the other checks.
+void CheckEndings(const JobView& job, const std::vector<RankedFinding>& found, std::vector<RankedFinding>* out);
 
 // "complete", "salvaged", "running", "failed": a rank's status in reports.
 std::string StatusWord(RankStatus status);

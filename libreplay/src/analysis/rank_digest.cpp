@@ -297,6 +297,8 @@ class Scanner {
     d_.last_call = CallOf(e);
     d_.last_call_returned = false;
     if (op.kind == OpKind::kAbort) d_.aborted = true;
+    if (op.kind == OpKind::kInit) d_.mpi_init = true;
+    if (op.kind == OpKind::kFinalize) d_.mpi_finalize = true;
     const bool nonblocking = (op.flags & op_flags::kNonBlocking) != 0;
 
     if ((op.flags & op_flags::kHasSendHash) != 0 && (op.send_nan != 0 || op.send_inf != 0)) {

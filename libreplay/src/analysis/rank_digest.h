@@ -185,6 +185,8 @@ struct RankDigest {
   int64_t signal_ns = 0;
   std::vector<ErrorRecord> errors;
   bool aborted = false;
+  bool mpi_init = false;      // it entered MPI_Init
+  bool mpi_finalize = false;  // it entered MPI_Finalize
   std::optional<NanOrigin> nan_origin;
   // The first operation whose result held NaN/Inf while nothing it was given
   // had been fingerprinted (an in-place operation NCCL reported to its

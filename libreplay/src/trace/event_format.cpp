@@ -4,6 +4,7 @@
 #include "util/json.h"
 
 #include <cinttypes>
+#include <csignal>
 #include <cstring>
 #include <cstdio>
 #include <string_view>
@@ -53,6 +54,11 @@ std::string HumanDuration(int64_t ns) {
 std::string SignalName(int signo) {
   const char* abbrev = sigabbrev_np(signo);
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+bool IsCrashSignal(int signo) {
+  return signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL || signo == SIGABRT ||
+         signo == SIGTRAP || signo == SIGSYS;
 }
 
 namespace {

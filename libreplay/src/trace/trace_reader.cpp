@@ -1,5 +1,7 @@
 #include "replay/trace_reader.h"
 
+#include "replay/event_format.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -91,6 +93,18 @@ std::string_view RankStatusName(RankStatus status) {
     case RankStatus::kFailed: return "recording failed";
   }
   return "unknown";
+}
+
+std::string RankEndText(RankStatus status, CloseReason reason, int fatal_signal) {
+  if (fatal_signal != 0) {
+    return (IsCrashSignal(fatal_signal) ? "crashed with " : "killed by ") + SignalName(fatal_signal) +
+           (status == RankStatus::kComplete ? "" : ", " + std::string(RankStatusName(status)));
+  }
+  std::string s(RankStatusName(status));
+  if (status == RankStatus::kComplete && reason != CloseReason::kNone) {
+    s += " (" + std::string(CloseReasonName(reason)) + ")";
+  }
+  return s;
 }
 
 Result<std::unique_ptr<RankReader>> RankReader::Open(const std::string& dir,
