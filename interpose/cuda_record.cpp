@@ -124,7 +124,10 @@ bool Call::Begin() noexcept {
   } catch (...) {
     rec_ = nullptr;
   }
-  if (rec_ != nullptr && !rec_->recording()) rec_ = nullptr;
+  if (rec_ != nullptr && !rec_->recording()) {
+    rec_->writer().NoteUnrecorded();
+    rec_ = nullptr;
+  }
   return rec_ != nullptr;
 }
 

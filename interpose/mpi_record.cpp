@@ -430,7 +430,11 @@ Mode Call::Begin() noexcept {
   } catch (...) {
     return Mode::kPass;
   }
-  if (rec_ == nullptr || !rec_->recording()) return Mode::kPass;
+  if (rec_ == nullptr) return Mode::kPass;
+  if (!rec_->recording()) {
+    rec_->writer().NoteUnrecorded();
+    return Mode::kPass;
+  }
   if (!Abi().ok) {
     if (!g_warned_abi.exchange(true)) {
       Warn("the MPI library in this process is not the Open MPI replay was built for; MPI calls "

@@ -331,7 +331,11 @@ Mode Call::Begin() noexcept {
   } catch (...) {
     return Mode::kPass;
   }
-  if (rec_ == nullptr || !rec_->recording()) return Mode::kPass;
+  if (rec_ == nullptr) return Mode::kPass;
+  if (!rec_->recording()) {
+    rec_->writer().NoteUnrecorded();
+    return Mode::kPass;
+  }
   return mode_ = Mode::kRecord;
 }
 

@@ -49,6 +49,7 @@ struct RankRow {
   std::vector<TraceProblem> problems;
   int fatal_signal = 0;
   std::vector<std::string> nccl_paths;  // how its NCCL calls were recorded
+  std::string recording_error;          // why its recording stopped early
 };
 
 RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* progress) {
@@ -59,6 +60,9 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* p
   row.host = rr.header().host;
   row.pid = rr.header().pid;
   row.close_reason = rr.header().close_reason;
+  if (rr.status() == RankStatus::kFailed) {
+    row.recording_error = rr.header().recording_error.empty() ? "the recorder left no reason" : rr.header().recording_error;
+  }
   auto walk = rr.ForEachEvent(progress->Counting([&](const Event& e) {
     if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;
     if (e.kind == EventKind::kInfo && e.info_key() == "nccl.recorded_by") row.nccl_paths.emplace_back(e.info_value());
@@ -146,6 +150,8 @@ int Run(const std::string& dir, bool json, bool redact) {
       r["blocks"] = row.stats.blocks;
       r["salvaged_events"] = row.stats.salvaged;
       r["dropped_events"] = row.stats.dropped;
+      r["unrecorded_calls"] = row.stats.unrecorded;
+      if (!row.recording_error.empty()) r["recording_error"] = row.recording_error;
       r["missing_events"] = row.stats.missing;
       if (row.close_reason != CloseReason::kNone) {
         r["close_reason"] = std::string(CloseReasonName(row.close_reason));
@@ -199,6 +205,7 @@ int Run(const std::string& dir, bool json, bool redact) {
                                                    : Color::kRed;
     std::string problems;
     if (s.dropped) problems += std::to_string(s.dropped) + " dropped ";
+    if (s.unrecorded) problems += std::to_string(s.unrecorded) + " calls unrecorded ";
     if (s.salvaged) problems += std::to_string(s.salvaged) + " salvaged ";
     size_t damaged = 0;
     for (const TraceProblem& p : row.problems) damaged += p.torn_tail ? 0 : 1;
@@ -229,11 +236,16 @@ int Run(const std::string& dir, bool json, bool redact) {
     }
   }
   bool any = !t.problems().empty();
-  for (const RankRow& row : rows) any = any || !row.problems.empty();
+  for (const RankRow& row : rows) any = any || !row.problems.empty() || !row.recording_error.empty();
   if (any) {
     std::printf("\n  problems:\n");
     for (const TraceProblem& p : t.problems()) std::printf("    %s: %s\n", p.file.c_str(), p.message.c_str());
     for (const RankRow& row : rows) {
+      if (!row.recording_error.empty()) {
+        std::printf("    rank %d: recording stopped: %s", row.rank, row.recording_error.c_str());
+        if (row.stats.unrecorded) std::printf("; %llu later calls were not recorded", static_cast<unsigned long long>(row.stats.unrecorded));
+        std::printf("\n");
+      }
       for (const TraceProblem& p : row.problems) {
         std::printf("    rank %d: %s", row.rank, p.file.c_str());
         if (p.length) std::printf(" at offset %llu (%llu bytes)", static_cast<unsigned long long>(p.offset),

@@ -136,6 +136,10 @@ void PrintSummary(const std::string& dir) {
     std::string status = RankEndText(rr.status(), rr.header().close_reason, fatal_signal);
     std::string extra;
     if (rr.stats().dropped) extra += ", " + std::to_string(rr.stats().dropped) + " dropped";
+    if (rr.stats().unrecorded) extra += ", " + std::to_string(rr.stats().unrecorded) + " calls unrecorded";
+    if (rr.status() == RankStatus::kFailed && !rr.header().recording_error.empty()) {
+      extra += " (" + rr.header().recording_error + ")";
+    }
     if (rr.stats().payload_bytes) extra += ", payloads " + HumanBytes(rr.stats().payload_bytes);
     std::fprintf(stderr, "  rank %d: %s, %zu events, %s%s\n", rr.rank(), status.c_str(), rr.events().size(),
                  HumanBytes(rr.stats().stored_bytes).c_str(), extra.c_str());

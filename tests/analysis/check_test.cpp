@@ -511,6 +511,52 @@ TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no 
   CHECK(report.findings[0].title == "rank 1 crashed with SIGSEGV");
 }
 
+TEST_CASE("check judges nothing past the end of a trace a full disk cut short, and says so", "[analysis]") {
+  // Rank 2's disk fills inside its allreduce #3 (its trace ends there, the
+  // call never seen to return), while a message rank 0 sends it and the
+  // collectives after are done unrecorded. Nothing of that is a fault.
+  auto record = [](const std::string& dir, int64_t rank1_count) {
+    SyntheticJob job(dir, 3);
+    job.InitAll();
+    for (int r = 0; r < 3; ++r) job.Allreduce(r, SyntheticJob::World(), 1, 8);
+    for (int r = 0; r < 3; ++r) job.Allreduce(r, SyntheticJob::World(), 2, r == 1 ? rank1_count : 8);
+    job.Allreduce(2, SyntheticJob::World(), 3, 8, /*returns=*/false);
+    job.DiskFull(2, 12);
+    job.Send(0, 2, 5, 1);
+    for (int r = 0; r < 2; ++r) {
+      job.Allreduce(r, SyntheticJob::World(), 3, 8);
+      job.Allreduce(r, SyntheticJob::World(), 4, 8);
+    }
+    job.Finalize(0);
+    job.Finalize(1);
+  };
+  testing::TempDir clean;
+  record(clean.path(), 8);
+  CheckReport report = Check(clean.path());
+  INFO(Titles(report));
+  CHECK(report.findings.empty());
+  REQUIRE(report.unread.size() == 1);
+  CHECK(report.unread[0].rfind("rank 2 after its event #", 0) == 0);
+  CHECK(report.unread[0].find("recording stopped: cannot write") != std::string::npos);
+  CHECK(report.unread[0].find("No space left on device") != std::string::npos);
+  CHECK(std::any_of(report.notes.begin(), report.notes.end(), [](const std::string& n) {
+    return n.find("12 later calls were not recorded") != std::string::npos;
+  }));
+  CHECK(report.ranks[2].status == "failed");
+  CHECK_FALSE(report.ranks[2].blocked);
+  INFO(report.ranks[2].doing);
+  CHECK(report.ranks[2].doing.find("its recording stopped") == 0);
+
+  // What the trace holds before the cut is still judged.
+  testing::TempDir mismatched;
+  record(mismatched.path(), 16);
+  CheckReport before = Check(mismatched.path());
+  INFO(Titles(before));
+  REQUIRE(before.findings.size() == 1);
+  CHECK(before.findings[0].kind == FindingKind::kMismatch);
+  CHECK(before.findings[0].seq == 2);
+}
+
 TEST_CASE("check reports MPI error codes once for all ranks that got them", "[analysis]") {
   testing::TempDir dir;
   {

@@ -20,6 +20,7 @@
 
 #include "record/comm_table.h"
 #include "replay/trace_writer.h"
+#include "util/file_system.h"
 
 namespace replay::testing {
 
@@ -53,6 +54,9 @@ class SyntheticJob {
       o.header.versions = {{"mpi", "Open MPI v4.1.4"}};
       o.manifest.world_size = ranks;
       o.background_thread = false;
+      disks_.push_back(std::make_unique<FaultFileSystem>(FileSystem::Default()));
+      o.fs = disks_.back().get();
+      o.on_failure = [](const Status&) {};
       if (header_hook) header_hook(r, &o.header);
       if (manifest_hook) manifest_hook(&o.manifest);
       auto w = TraceWriter::Open(o);
@@ -236,6 +240,15 @@ class SyntheticJob {
     Append(rank, Event::Make(s));
     REQUIRE(writers_[static_cast<size_t>(rank)]->Close(CloseReason::kSignal).ok());
   }
+  // The rank's disk fills: its recording stops after what it appended, while
+  // it runs on to make `unrecorded` more calls and exit.
+  void DiskFull(int rank, int unrecorded) {
+    auto& w = writers_[static_cast<size_t>(rank)];
+    disks_[static_cast<size_t>(rank)]->FailWritesAfter(0);
+    REQUIRE_FALSE(w->Flush().ok());
+    for (int i = 0; i < unrecorded; ++i) w->NoteUnrecorded();
+    REQUIRE_FALSE(w->Close(CloseReason::kExit).ok());
+  }
   // The rank is still running: its events are flushed, its ring stays locked.
   void KeepRunning(int rank) {
     REQUIRE(writers_[static_cast<size_t>(rank)]->Flush().ok());
@@ -292,6 +305,7 @@ class SyntheticJob {
   std::string dir_;
   int ranks_;
   int world_ = 0;
+  std::vector<std::unique_ptr<FaultFileSystem>> disks_;  // one per rank, before its writer
   std::vector<std::unique_ptr<TraceWriter>> writers_;
   std::vector<std::unique_ptr<TraceWriter>> running_;
   std::vector<uint64_t> next_request_;

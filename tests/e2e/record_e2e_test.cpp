@@ -9,17 +9,20 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
 
 #include "replay/trace_reader.h"
+#include "util/json.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
 
 namespace replay {
 namespace {
 
+using nlohmann::json;
 using testing::Grep;
 using testing::Mpirun;
 using testing::Replay;
@@ -515,17 +518,44 @@ TEST_CASE("record says plainly when the command made no call it records", "[e2e]
   CHECK(r.output.find("is it running under replay") == std::string::npos);
 }
 
+// A real, small file system (tmpfs of `size`), unmounted when it goes.
+struct SmallDisk {
+  std::string path;
+  SmallDisk(const TempDir& tmp, const char* size) : path(tmp / "small") {
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    std::string options = std::string("size=") + size;
+    if (mount("tmpfs", path.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      FAIL("cannot mount a small tmpfs for this test (needs root): " << strerror(errno));
+    }
+  }
+  ~SmallDisk() { umount2(path.c_str(), MNT_DETACH); }
+};
+
+TEST_CASE("a small disk keeps what fits: the ring takes space as it is used", "[e2e]") {
+  TempDir tmp;
+  // Each thread's ring may hold 1 MiB: reserved up front, two ranks' rings
+  // would not fit here, and nothing would be recorded.
+  SmallDisk disk(tmp, "1m");
+  RunResult rec = Run(Record(disk.path + "/t", Train(2, "--steps 40 --ckpt-every 0")));
+  INFO(rec.output);
+  CHECK(rec.exit_code == 0);
+  CHECK(Grep(rec.output, "replay: recording").empty());
+  auto info = json::parse(Run(Replay() + " info --json " + disk.path + "/t").output);
+  REQUIRE(info["ranks"].size() == 2);
+  for (const json& r : info["ranks"]) {
+    CHECK(r["status"] == "complete");
+    CHECK(r["dropped_events"] == 0);
+    CHECK(r["unrecorded_calls"] == 0);
+  }
+  CHECK(Run(Replay() + " check " + disk.path + "/t").exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(disk.path + "/t/rank-00000/ring"));
+}
+
 TEST_CASE("a full disk turns recording off with one warning, the job unchanged", "[e2e]") {
   TempDir tmp;
-  std::string mnt = tmp / "small";
-  REQUIRE(mkdir(mnt.c_str(), 0700) == 0);
-  // A real, tiny file system: the writer hits ENOSPC part-way through.
-  int rc = mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=512k");
-  if (rc != 0) FAIL("cannot mount a small tmpfs for this test (needs root): " << strerror(errno));
-  struct Unmount {
-    std::string path;
-    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
-  } unmount{mnt};
+  // The writer hits ENOSPC part-way through.
+  SmallDisk disk(tmp, "512k");
+  const std::string mnt = disk.path;
   std::string program = Train(2, "--steps 40 --ckpt-every 0");
   RunResult plain = Run(program);
   REQUIRE(plain.exit_code == 0);
@@ -543,6 +573,25 @@ TEST_CASE("a full disk turns recording off with one warning, the job unchanged",
   CHECK_FALSE(warnings.empty());
   CHECK(warnings.size() <= 2);
   for (const std::string& w : warnings) CHECK(w.find("No space left on device") != std::string::npos);
+
+  // The trace says where each rank's recording stopped, why, and how much
+  // it missed; check judges nothing past that, and gives no clean verdict.
+  auto info = json::parse(Run(Replay() + " info --json " + mnt + "/t").output);
+  int failed = 0;
+  for (const json& r : info["ranks"]) {
+    if (r["status"] != "recording failed") continue;
+    ++failed;
+    CHECK(r["recording_error"].get<std::string>().find("No space left on device") != std::string::npos);
+    CHECK(r["unrecorded_calls"].get<uint64_t>() > 0);
+  }
+  CHECK(failed == static_cast<int>(warnings.size()));
+  RunResult check = Run(Replay() + " check --json " + mnt + "/t");
+  INFO(check.output);
+  CHECK(check.exit_code == 2);
+  json report = json::parse(check.output);
+  CHECK(report["findings"].empty());
+  REQUIRE(report["unread"].size() == warnings.size());
+  for (const json& u : report["unread"]) CHECK(u.get<std::string>().find("recording stopped") != std::string::npos);
 }
 
 TEST_CASE("an unwritable REPLAY_DIR turns recording off with one warning per rank", "[e2e]") {

@@ -1,5 +1,8 @@
 #include "trace/ring.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -54,6 +57,47 @@ TEST_CASE("a slot's records come back in order across many wraps", "[trace]") {
     CHECK(c.text[i].size() == static_cast<size_t>(i % 97));
   }
   CHECK(slot->head.load() > 20 * 4096);  // it really wrapped, many times
+}
+
+// Bytes of disk the file takes (not its length, which covers every slot).
+uint64_t DiskBytes(const std::string& path) {
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST_CASE("a slot takes disk space as it fills, not all at once", "[trace]") {
+  testing::TempDir dir;
+  RingOptions opt;
+  opt.capacity = 1 << 20;
+  auto ring = Ring::Create(dir / "ring", opt, kUuid);
+  REQUIRE(ring.ok());
+  SlotHeader* slot = (*ring)->Claim(0, 1);
+  REQUIRE(slot != nullptr);
+  const uint64_t at_start = DiskBytes(dir / "ring");
+  CHECK(at_start < 64 * 1024);
+  // Records across every step of growth, then several times round the slot.
+  Collected c;
+  std::string text(200, 'x');
+  uint64_t appended = 0;
+  std::vector<uint64_t> usage;
+  while (slot->head.load() < 5 * opt.capacity) {
+    MarkEvent m{static_cast<int64_t>(appended)};
+    REQUIRE((*ring)->AppendRecord(slot, EventKind::kMark, &m, sizeof(m), nullptr, 0, text.data(),
+                                  static_cast<uint32_t>(text.size()), 0));
+    ++appended;
+    if (appended % 1000 == 0) {
+      DrainAll(**ring, slot, &c);
+      usage.push_back(DiskBytes(dir / "ring"));
+    }
+  }
+  DrainAll(**ring, slot, &c);
+  REQUIRE(c.index.size() == appended);
+  for (uint64_t i = 0; i < appended; ++i) REQUIRE(c.index[i] == i);
+  CHECK(usage.front() < opt.capacity / 2);  // grew with use
+  CHECK(std::is_sorted(usage.begin(), usage.end()));
+  CHECK(DiskBytes(dir / "ring") <= kRingHeaderBytes + kSlotHeaderBytes + opt.capacity + 64 * 1024);
+  CHECK((*ring)->grow_error() == 0);
 }
 
 TEST_CASE("a full slot drops and then reports the count, never silently", "[trace]") {

@@ -417,15 +417,23 @@ TEST_CASE("a full disk turns recording off with one warning", "[trace]") {
   CHECK_FALSE((*w)->recording());
   CHECK(warnings == 1);
   CHECK(message.find("No space left on device") != std::string::npos);
+  // The interposers count the calls they pass on unrecorded from now on.
+  for (int i = 0; i < 7; ++i) (*w)->NoteUnrecorded();
   CHECK_FALSE((*w)->Close(CloseReason::kExit).ok());
+  (*w)->NoteUnrecorded();  // after Close: not the trace's business
   CHECK(warnings == 1);
   CHECK(appended < 5000);  // appends stopped being accepted, without error or crash
 
-  // What reached the disk is readable; the ring was kept for salvage.
+  // What reached the disk is readable, and the header, written into the room
+  // kept for it when the disk still had some, says why it stops there.
   w->reset();
   auto r = ReadRank(dir.path());
   CHECK(r->status() == RankStatus::kFailed);
   CHECK(r->events().size() >= 500);
+  CHECK(r->header().close_reason == CloseReason::kFailed);
+  CHECK(r->header().recording_error.find("No space left on device") != std::string::npos);
+  CHECK(r->stats().unrecorded == 7);
+  CHECK_FALSE(FileExists(FileSystem::SparePath(dir / "rank-00000/header")));
 }
 
 TEST_CASE("an unwritable trace directory fails to open with the reason", "[trace]") {

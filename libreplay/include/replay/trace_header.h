@@ -74,7 +74,8 @@ struct RankHeader {
   CloseReason close_reason = CloseReason::kNone;
   int64_t close_realtime_ns = 0;
   uint64_t event_count = 0;
-  uint64_t dropped_events = 0;
+  uint64_t dropped_events = 0;     // lost to a full ring
+  uint64_t unrecorded_calls = 0;  // made after recording stopped, or with no ring slot or disk room
   std::string recording_error;
   // Set by DecodeRankHeader: the values it found impossible (a rank or world
   // size no job has, a time no clock gives) and replaced by "not known"

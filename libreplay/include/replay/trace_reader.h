@@ -53,7 +53,8 @@ struct RankStats {
   uint64_t stored_bytes = 0;     // events stream size on disk
   uint64_t raw_bytes = 0;        // decoded block content
   uint64_t salvaged = 0;         // events recovered from the ring
-  uint64_t dropped = 0;          // events the recorder reported lost
+  uint64_t dropped = 0;          // events the recorder lost to a full ring
+  uint64_t unrecorded = 0;       // calls not recorded: after recording failed, or with no room
   uint64_t missing = 0;          // gaps in the index sequence (lost to damage)
   uint64_t payload_bytes = 0;    // payloads stream size on disk
 };

@@ -68,7 +68,8 @@ struct WriterStats {
   uint64_t stored_bytes = 0;      // bytes written to the events stream
   uint64_t payload_bytes = 0;     // distinct payload bytes offered
   uint64_t payload_stored = 0;    // bytes written to the payloads stream
-  uint64_t dropped = 0;           // lost to full rings or missing slots
+  uint64_t dropped = 0;           // lost to full rings
+  uint64_t unrecorded = 0;        // calls not recorded: after a failure, or with no slot or disk room
 };
 
 struct PayloadRef {
@@ -140,6 +141,9 @@ class TraceWriter {
 
   // Gives the calling thread's slot up for reuse (thread exit).
   void ReleaseThreadSlot();
+  // Counts a call the program made after recording stopped on an error, which
+  // the trace then says it lacks. Nothing before the failure or after Close.
+  void NoteUnrecorded();
 
  private:
   struct BlockTally;

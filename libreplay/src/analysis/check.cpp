@@ -192,8 +192,20 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
                              " events hold values no recorder writes (damaged trace): they are read in part");
     }
     if (d.status == RankStatus::kFailed) {
-      report.notes.push_back("rank " + std::to_string(d.rank) + ": recording failed (" +
-                             d.header.recording_error + "); its trace stops early");
+      // The program ran on unrecorded: nothing after the last event is known.
+      const std::string why = d.header.recording_error.empty() ? "the recorder left no reason"
+                                                               : d.header.recording_error;
+      const std::string after = d.unrecorded > 0 ? "; " + std::to_string(d.unrecorded) + " later calls were not recorded"
+                                                 : "";
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": recording stopped after " +
+                             std::to_string(d.events) + " events (" + why + ")" + after +
+                             ": nothing it did after that is judged");
+      report.unread.push_back("rank " + std::to_string(d.rank) + " after its event #" + std::to_string(d.events) +
+                              " (recording stopped: " + why + ")");
+      job->cut_short.push_back(d.rank);
+    } else if (d.unrecorded > 0) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.unrecorded) +
+                             " calls were not recorded (no ring slot or disk room for them): findings about it may be incomplete");
     }
   }
   job->world_size = world;

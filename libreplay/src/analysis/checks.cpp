@@ -287,6 +287,18 @@ std::string Narrator::Doing(int32_t rank) const {
   } else if (d->status == RankStatus::kSalvaged) {
     death = "killed without a recorded signal (SIGKILL or similar; trace salvaged)";
   }
+  if (d->status == RankStatus::kFailed && death.empty()) {
+    // Where its trace ends is where recording stopped, not where the rank did.
+    std::string where;
+    if (!d->blocked.empty()) {
+      where = " inside " + Call(d->blocked.front().call, *d);
+    } else if (d->last_call) {
+      where = " after " + Call(*d->last_call, *d) + (d->last_call_returned ? " returned" : "");
+    }
+    return "its recording stopped" + where + " (" +
+           (d->header.recording_error.empty() ? "the recorder left no reason" : d->header.recording_error) +
+           "); it ran on unrecorded";
+  }
   if (!d->blocked.empty()) {
     const BlockedCall& b = d->blocked.front();
     std::string s = (b.enqueued ? "enqueued " : b.stuck ? "blocked in " : "in ") + Call(b.call, *d);
@@ -314,8 +326,7 @@ std::string Narrator::Doing(int32_t rank) const {
       return "exited (" + std::string(CloseReasonName(d->header.close_reason)) + ")";
     case RankStatus::kRunning:
       return "running, outside any communication call" + (last.empty() ? "" : "; last: " + last);
-    case RankStatus::kFailed:
-      return "its recording failed: " + d->header.recording_error;
+    case RankStatus::kFailed:  // told above
     case RankStatus::kSalvaged:
       break;
   }
@@ -632,6 +643,7 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   RankSet untraced;
   for (int32_t r : job.untraced) untraced.Add(r);
+  for (int32_t r : job.cut_short) untraced.Add(r);
   PerComm broken;   // mismatch, missing or never completed: one per communicator
   PerComm outputs;
   std::vector<RankedFinding> local;
@@ -658,7 +670,7 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
     if (mismatch && broken.Take(key.comm, local.size())) MismatchFinding(c, &local);
     if (!mismatch && !members.empty()) {
       std::vector<int32_t> missing;
-      bool missing_untraced_only = true;
+      bool missing_untraced_only = true;  // or cut short
       for (int32_t m : members) {
         if (x.entered.Has(m)) continue;
         missing.push_back(m);
@@ -819,6 +831,11 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   std::set<std::tuple<uint64_t, int32_t, int32_t, bool>> reported;
   auto emit = [&](const RankDigest& d, const OpenCall& c, int32_t from, int32_t to, const std::string& why) {
+    // A peer whose recording stopped early may well have matched it later.
+    const int32_t peer = c.is_send ? to : from;
+    const auto& cut = job.cut_short;
+    if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return;
+    if (peer == kAnySource && !cut.empty()) return;
     if (!reported.insert({c.comm, from, to, c.is_send}).second) return;
     Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(c.comm);

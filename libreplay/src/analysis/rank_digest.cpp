@@ -506,7 +506,9 @@ class Scanner {
   // when (SIGKILL) was stuck for all we know.
   bool Stuck(int64_t enter_ns) const {
     int64_t until = -1;
-    if (d_.status == RankStatus::kRunning) {
+    if (d_.status == RankStatus::kFailed) {
+      return false;  // its recording stopped, not the call: it may have returned after
+    } else if (d_.status == RankStatus::kRunning) {
       until = options_.now_realtime_ns;
     } else if (d_.fatal_signal != 0) {
       until = d_.Abs(d_.signal_ns);
@@ -704,6 +706,7 @@ RankDigest DigestRank(const RankReader& reader, const DigestOptions& options) {
   EventWalk walk = scanner.Run();
   d.events = walk.events;
   d.dropped = walk.stats.dropped;
+  d.unrecorded = walk.stats.unrecorded;
   d.missing = walk.stats.missing;
   d.first_ns = walk.first_ns;
   d.last_ns = walk.last_ns;

@@ -168,6 +168,7 @@ struct RankDigest {
   RankHeader header;
   uint64_t events = 0;
   uint64_t dropped = 0;
+  uint64_t unrecorded = 0;  // made after its recording stopped, or with no room
   uint64_t missing = 0;
   uint64_t damaged = 0;  // events holding values no recorder writes, read in part
   int64_t first_ns = 0, last_ns = 0;  // rank-relative times of its first and last event

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,11 +46,10 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ti
 
 // Reserves the file's blocks so that writing the mapping can never fault with
 // SIGBUS on a full disk: the failure surfaces here, as an error, instead.
-int Reserve(int fd, off_t from, off_t to) {
-  if (ftruncate(fd, to) != 0) return errno;
-  int err = posix_fallocate(fd, from, to - from);
-  return err;
-}
+int Reserve(int fd, off_t from, off_t to) { return posix_fallocate(fd, from, to - from); }
+
+// Data bytes a new slot reserves on disk; it doubles as the slot fills.
+constexpr uint64_t kInitialReserve = 16 * 1024;
 
 }  // namespace
 
@@ -78,7 +78,7 @@ Result<std::unique_ptr<Ring>> Ring::Create(const std::string& path, const RingOp
   if (fd < 0) return Status::FromErrno("cannot create " + path, errno);
   ring->fd_ = fd;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) return Status::FromErrno("cannot lock " + path, errno);
-  if (int err = Reserve(fd, 0, kRingHeaderBytes); err != 0) {
+  if (int err = ftruncate(fd, kRingHeaderBytes) != 0 ? errno : Reserve(fd, 0, kRingHeaderBytes); err != 0) {
     return Status::FromErrno("cannot reserve space for " + path, err);
   }
   ring->map_bytes_ = kRingHeaderBytes + static_cast<size_t>(max_slots) * ring->slot_bytes_;
@@ -140,16 +140,68 @@ SlotHeader* Ring::Claim(uint32_t thread, int64_t tid) {
     std::lock_guard<std::mutex> lock(grow_mu_);
     if (slots_used() != n) continue;  // someone grew it meanwhile; look again
     if (n >= header_->max_slots) return nullptr;
+    // The file covers the whole slot at once (a reader finds every slot where
+    // it belongs), but only the slot's start takes disk space; Extend reserves
+    // the rest as it is used.
     off_t from = static_cast<off_t>(kRingHeaderBytes + n * slot_bytes_);
-    if (int err = Reserve(fd_, from, from + static_cast<off_t>(slot_bytes_)); err != 0) {
+    uint64_t initial = std::min(kInitialReserve, capacity_);
+    int err = ftruncate(fd_, from + static_cast<off_t>(slot_bytes_)) != 0 ? errno : 0;
+    if (err == 0) err = Reserve(fd_, from, from + static_cast<off_t>(kSlotHeaderBytes + initial));
+    if (err != 0) {
       grow_error_.store(err, std::memory_order_relaxed);
       return nullptr;
     }
     SlotHeader* s = new (slot(n)) SlotHeader();
+    s->limit = initial >= capacity_ ? UINT64_MAX : initial - 8;
+    s->wrap_at = capacity_;
     s->state.store(kSlotOwned, std::memory_order_relaxed);
     header_->slots_used.store(n + 1, std::memory_order_release);
     return take(s);
   }
+}
+
+bool Ring::Extend(SlotHeader* slot, uint64_t end, bool exact) {
+  if (slot->limit == UINT64_MAX) return true;
+  const uint64_t from = slot->limit + 8;
+  uint64_t to = std::min(exact ? end + 8 : std::max(end + 8, from * 2), capacity_);
+  if (to <= from) return true;
+  // The events stream needs the disk more than the ring does: grow only while
+  // the ring would stay a small part of the room that is left.
+  struct statvfs fs;
+  if (!exact && fstatvfs(fd_, &fs) == 0 && static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < (to - from) * 8) {
+    reserve_error_.store(ENOSPC, std::memory_order_relaxed);
+    slot->wrap_at = slot->limit;
+    return false;
+  }
+  const off_t data = static_cast<off_t>(Data(slot) - base_);
+  if (int err = Reserve(fd_, data + static_cast<off_t>(from), data + static_cast<off_t>(to)); err != 0) {
+    reserve_error_.store(err, std::memory_order_relaxed);
+    slot->wrap_at = slot->limit;
+    return false;
+  }
+  slot->limit = to >= capacity_ ? UINT64_MAX : to - 8;
+  slot->wrap_at = exact ? std::min<uint64_t>(slot->limit, capacity_) : capacity_;
+  return true;
+}
+
+bool Ring::NoRoom() {
+  grow_error_.store(reserve_error_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  header_->unrecorded.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool Ring::Drained() const {
+  for (uint32_t i = 0, n = slots_used(); i < n; ++i) {
+    const SlotHeader* s = slot(i);
+    if (s->head.load(std::memory_order_acquire) != s->tail.load(std::memory_order_acquire)) return false;
+  }
+  return true;
+}
+
+void Ring::NoteFailure(std::string_view reason) {
+  size_t n = std::min(reason.size(), sizeof(header_->failure) - 1);
+  std::memcpy(header_->failure, reason.data(), n);
+  header_->failure[n] = '\0';
 }
 
 bool Ring::AppendSlow(SlotHeader* slot, EventKind kind, const void* body, size_t body_size,
@@ -159,7 +211,7 @@ bool Ring::AppendSlow(SlotHeader* slot, EventKind kind, const void* body, size_t
   auto fits = [&](size_t need) {
     uint64_t head = slot->head.load(std::memory_order_relaxed);
     uint64_t pos = head & mask_;
-    size_t pad = (pos + need > capacity_) ? capacity_ - pos : 0;
+    size_t pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
     return head + pad + need - slot->tail.load(std::memory_order_acquire) <= capacity_;
   };
   size_t need = RecordSize(body_size, list_count, text_size);
@@ -312,6 +364,8 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
   out.failed = h.failed.load() != 0;
   out.fatal_signal = h.fatal_signal.load();
   out.lost_no_slot = h.lost_no_slot.load();
+  out.unrecorded = h.unrecorded.load();
+  out.failure.assign(h.failure, strnlen(h.failure, sizeof(h.failure)));
   out.pid = h.pid;
   if (!(h.ns_per_tick > 0 && h.ns_per_tick < 1e3)) {  // false for NaN too
     out.problems.push_back("ring clock calibration is damaged (" + std::to_string(h.ns_per_tick) +

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "replay/event.h"
@@ -65,6 +66,10 @@ struct RingHeader {
   // increment, so it has a cache line to itself: the writer reads the fields
   // above, and each of its reads would otherwise send the line away.
   alignas(64) std::atomic<uint64_t> next_index;
+  // Calls the process made but could not record: after recording stopped on
+  // an error, or because the disk had no room for them in the ring.
+  alignas(64) std::atomic<uint64_t> unrecorded;
+  char failure[256];  // why recording stopped (NUL-terminated); empty if it did not
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
 
@@ -88,6 +93,14 @@ struct SlotHeader {
   // only when the copy says the slot is full (or past half full), so most
   // appends never wait for that line to come back from the writer's core.
   uint64_t tail_seen;
+  // Owner-private. The file grows with use, so that a small disk keeps what
+  // fits instead of losing it all to space reserved up front: a record may
+  // end at `limit` (8 bytes short of what is reserved on disk, so that a pad
+  // always fits after it; UINT64_MAX once the whole slot is reserved), and
+  // records go round at `wrap_at`: the capacity, or `limit` while the disk
+  // has no room to grow the slot, which then records in what it has.
+  uint64_t limit;
+  uint64_t wrap_at;
 };
 static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
 
@@ -150,6 +163,10 @@ class Ring {
   // Claims a slot for the calling thread; extends the file when all existing
   // slots are taken. Null when none can be had (the caller counts a lost event).
   SlotHeader* Claim(uint32_t thread, int64_t tid);
+  // Whether every record appended so far has been consumed.
+  bool Drained() const;
+  // Notes why recording stopped, for a reader of the ring (truncated to fit).
+  void NoteFailure(std::string_view reason);
   // Marks `slot` as no longer owned; the writer frees it after draining.
   static void Release(SlotHeader* slot) { slot->state.store(kSlotReleased, std::memory_order_release); }
 
@@ -162,10 +179,19 @@ class Ring {
     size_t need = RecordSize(body_size, list_count, text_size);
     uint64_t head = slot->head.load(std::memory_order_relaxed);
     uint64_t pos = head & mask_;
-    size_t pad = (pos + need > capacity_) ? capacity_ - pos : 0;
+    size_t pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
     uint64_t tail = slot->tail_seen;
-    if (__builtin_expect(head + pad + need - tail > (capacity_ >> 1), 0)) {
+    if (__builtin_expect(head + pad + need - tail > (capacity_ >> 1) || pos + need > slot->limit, 0)) {
       tail = slot->tail_seen = slot->tail.load(std::memory_order_acquire);
+      if (pos + need > slot->limit) {
+        if (Extend(slot, pos + need, false)) {
+          pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
+        } else if (need <= slot->limit || Extend(slot, need, true)) {
+          pad = capacity_ - pos;  // go round within what is reserved
+        } else {
+          return NoRoom();
+        }
+      }
     }
     if (__builtin_expect(head + pad + need - tail > capacity_ ||
                              slot->dropped.load(std::memory_order_relaxed) !=
@@ -261,7 +287,8 @@ class Ring {
   const std::string& path() const { return path_; }
   bool tsc() const { return tsc_; }
   uint64_t ReadTicks() const { return replay::ReadTicks(tsc_); }
-  // errno of the last failed attempt to grow the file in Claim; 0 if none.
+  // errno of the last failed attempt to grow the file; 0 if none. An event
+  // that found no room on disk is counted in RingHeader::unrecorded.
   int grow_error() const { return grow_error_.load(std::memory_order_relaxed); }
 
   // Converts record ticks to ns since start_mono_ns with the current calibration.
@@ -288,6 +315,14 @@ class Ring {
                   const int64_t* list, uint32_t list_count, const void* text, uint32_t text_size,
                   uint64_t call_site);
   void MaybeWake();
+  // Reserves `slot`'s data on disk so that a record may end at `end` (a data
+  // position): twice what it had, or just that with `exact`. When the disk
+  // has no room (or too little to spare), the slot goes round at its limit
+  // instead, and this returns false.
+  bool Extend(SlotHeader* slot, uint64_t end, bool exact);
+  // A record that does not fit in what the disk let a slot reserve: counted
+  // as unrecorded, and grow_error() says why. Returns false.
+  bool NoRoom();
 
   std::string path_;
   int fd_ = -1;
@@ -303,6 +338,7 @@ class Ring {
   std::atomic<uint32_t> work_{0};    // futex word: 1 when the writer was asked to drain
   std::atomic<uint32_t> sleeping_{0};
   std::atomic<int> grow_error_{0};
+  std::atomic<int> reserve_error_{0};  // errno of the last reservation the disk refused
 };
 
 // What a reader recovers from the ring of a rank that did not close cleanly.
@@ -310,6 +346,8 @@ struct SalvagedRing {
   std::vector<Event> events;         // published records not yet consumed, by slot then order
   uint64_t dropped = 0;              // records the owners counted as dropped
   uint64_t lost_no_slot = 0;
+  uint64_t unrecorded = 0;           // calls made after recording stopped, or with no room on disk
+  std::string failure;               // why recording stopped, if the writer said
   int32_t fatal_signal = 0;
   bool closed = false;               // the writer closed the ring cleanly
   bool failed = false;               // recording stopped on an error

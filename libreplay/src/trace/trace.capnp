@@ -73,6 +73,7 @@ struct RankHeader {
   recordingError @21 :Text;         # why recording stopped early, if it did; empty otherwise
   executable @22 :Text;             # the program the kernel ran, symlinks resolved (/proc/self/exe); empty if not recorded
   buildId @23 :Text;                # its GNU build id, lowercase hex; empty if it has none
+  unrecordedCalls @24 :UInt64;      # calls the program made unrecorded: after recording stopped on an error, or with no ring slot or disk room
 }
 
 enum RankState {

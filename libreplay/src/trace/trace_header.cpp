@@ -273,6 +273,7 @@ std::string EncodeRankHeader(const RankHeader& h) {
   b.setCloseRealtimeNs(h.close_realtime_ns);
   b.setEventCount(h.event_count);
   b.setDroppedEvents(h.dropped_events);
+  b.setUnrecordedCalls(h.unrecorded_calls);
   b.setRecordingError(T(h.recording_error));
   b.setExecutable(T(h.executable));
   b.setBuildId(T(h.build_id));
@@ -310,6 +311,7 @@ Result<RankHeader> DecodeRankHeader(std::span<const uint8_t> file, const std::st
     h.close_realtime_ns = r.getCloseRealtimeNs();
     h.event_count = r.getEventCount();
     h.dropped_events = r.getDroppedEvents();
+    h.unrecorded_calls = r.getUnrecordedCalls();
     h.recording_error = S(r.getRecordingError());
     h.executable = S(r.getExecutable());
     h.build_id = S(r.getBuildId());

@@ -62,6 +62,20 @@ std::vector<std::string> PayloadFiles(const std::string& dir) {
   return out;
 }
 
+bool IsEmptyDirectory(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (d == nullptr) return false;
+  bool empty = true;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  closedir(d);
+  return empty;
+}
+
 bool IsRankDirName(const std::string& name) {
   return RankFromName(name) >= 0 || name.compare(0, 4, "pid-") == 0;
 }
@@ -410,7 +424,9 @@ Status RankReader::Load(const ReadOptions& options) {
     if (salvaged.ok()) {
       have_ring = true;
       ring_failed = salvaged->failed;
-      stats_.dropped += salvaged->dropped + salvaged->lost_no_slot;
+      stats_.dropped += salvaged->dropped;
+      stats_.unrecorded = salvaged->lost_no_slot + salvaged->unrecorded;
+      if (header_.recording_error.empty()) header_.recording_error = salvaged->failure;
       stream->ring = std::move(salvaged->events);
       std::stable_sort(stream->ring.begin(), stream->ring.end(),
                        [](const Event& a, const Event& b) { return a.index < b.index; });
@@ -425,7 +441,12 @@ Status RankReader::Load(const ReadOptions& options) {
     }
   }
 
+  if (header_ok_) stats_.unrecorded = std::max(stats_.unrecorded, header_.unrecorded_calls);
   if (!header_ok_ && !have_events && !have_ring) {
+    if (IsEmptyDirectory(dir_)) {
+      return Status::Corruption(dir_ + " is empty: its recording could not start there (was the disk full or "
+                                "the directory unwritable? the rank said so on its standard error)");
+    }
     return Status::Corruption(dir_ + " holds no readable header, events or ring");
   }
   stream_ = std::move(stream);

@@ -173,6 +173,11 @@ Status TraceWriter::Start() {
     REPLAY_RETURN_IF_ERROR(st.fs->WriteAtomic(manifest_path, EncodeJobManifest(m)));
   }
   REPLAY_RETURN_IF_ERROR(WriteHeader(false));
+  // Room for the closing header, kept now: a disk that fills while the job
+  // runs must not leave the rank without its end and the reason it stopped.
+  // Without it the rank records all the same.
+  (void)st.fs->ReserveFor(rank_dir_ + "/" + format::kHeaderFile,
+                          std::max<uint64_t>(64 * 1024, 4 * EncodeRankHeader(options_.header).size()));
 
   REPLAY_ASSIGN_OR_RETURN(st.events, st.fs->OpenAppend(rank_dir_ + "/" + format::kEventsFile, true));
   std::string fh;
@@ -235,6 +240,13 @@ SlotHeader* TraceWriter::ThreadSlot() {
   return s;
 }
 
+void TraceWriter::NoteUnrecorded() {
+  State& st = *state_;
+  if (!closed() && st.ring != nullptr && st.ring->header()->failed.load(std::memory_order_relaxed) != 0) {
+    st.ring->header()->unrecorded.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 void TraceWriter::ReleaseThreadSlot() {
   if (t_slot.generation == generation_ && t_slot.slot != nullptr) {
     Ring::Release(t_slot.slot);
@@ -251,9 +263,16 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
     state_->ring->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  return state_->ring->AppendRecord(slot, kind, body, body_size, list.data(),
-                                    static_cast<uint32_t>(list.size()), text.data(),
-                                    static_cast<uint32_t>(text.size()), call_site);
+  if (__builtin_expect(state_->ring->AppendRecord(slot, kind, body, body_size, list.data(),
+                                                  static_cast<uint32_t>(list.size()), text.data(),
+                                                  static_cast<uint32_t>(text.size()), call_site),
+                       1)) {
+    return true;
+  }
+  if (int err = state_->ring->grow_error(); err != 0) {
+    Fail(Status::FromErrno("no room on disk for the recording ring in " + rank_dir_, err));
+  }
+  return false;
 }
 
 bool TraceWriter::Append(const Event& e) {
@@ -332,7 +351,10 @@ void TraceWriter::Fail(const Status& status) {
     if (st.failure.ok()) st.failure = status;
   }
   recording_.store(false, std::memory_order_release);
-  if (st.ring != nullptr) st.ring->header()->failed.store(1, std::memory_order_release);
+  if (st.ring != nullptr) {
+    st.ring->NoteFailure(status.ToString());
+    st.ring->header()->failed.store(1, std::memory_order_release);
+  }
   std::call_once(st.failure_reported, [&] {
     if (options_.on_failure) {
       options_.on_failure(status);
@@ -572,6 +594,11 @@ Status TraceWriter::Close(CloseReason reason) {
     if (result.ok()) result = st.events->Sync();
     if (result.ok() && st.payloads != nullptr) result = st.payloads->Sync();
     if (!result.ok()) Fail(result);
+  } else if (st.events != nullptr && st.ring != nullptr && !st.ring->Drained()) {
+    // Stopped on an error (no room for the ring, say) while the events stream
+    // may still take what the ring holds: it is written at the same place
+    // again, so a write that failed before leaves nothing in between.
+    if (DrainOnce(/*seal=*/true).ok()) (void)st.events->Sync();
   }
   recording_.store(false, std::memory_order_release);
   {
@@ -582,11 +609,14 @@ Status TraceWriter::Close(CloseReason reason) {
     h.recording_error = f.ok() ? "" : f.ToString();
     h.close_realtime_ns = RealtimeNs();
     h.event_count = st.events_written.load();
-    h.dropped_events = st.drops_reported.load() + st.ring->header()->lost_no_slot.load();
+    h.dropped_events = st.drops_reported.load();
+    h.unrecorded_calls = st.ring->header()->lost_no_slot.load() + st.ring->header()->unrecorded.load();
   }
-  // A failed recording keeps its ring: it may hold what the events stream lost.
+  // A failed recording keeps its ring while it holds what the events stream
+  // lacks, or while the header could not say why recording stopped.
   bool clean = failure().ok();
   Status hs = WriteHeader(clean);
+  if (!clean && hs.ok() && st.ring->Drained()) st.fs->Remove(st.ring->path());
   if (result.ok()) result = hs;
   if (clean && hs.ok()) {
     st.ring->header()->closed.store(1, std::memory_order_release);
@@ -622,8 +652,8 @@ WriterStats TraceWriter::stats() const {
   s.stored_bytes = st.stored_bytes.load();
   s.payload_bytes = st.payload_bytes.load();
   s.payload_stored = st.payload_stored.load();
-  s.dropped = st.drops_reported.load() +
-              (st.ring ? st.ring->header()->lost_no_slot.load() : 0);
+  s.dropped = st.drops_reported.load();
+  s.unrecorded = st.ring ? st.ring->header()->lost_no_slot.load() + st.ring->header()->unrecorded.load() : 0;
   return s;
 }
 

@@ -110,6 +110,19 @@ class PosixFileSystem : public FileSystem {
     return std::unique_ptr<WritableFile>(new PosixFile(fd, path, static_cast<uint64_t>(st.st_size)));
   }
   Status WriteAtomic(const std::string& path, std::string_view data) override {
+    std::string spare = SparePath(path);
+    if (int fd = open(spare.c_str(), O_WRONLY | O_CLOEXEC); fd >= 0) {
+      // Written in place of the reservation: no new space is needed.
+      struct stat st;
+      Status s = fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= data.size()
+                     ? WriteAllAt(fd, data, 0, spare)
+                     : Status::IoError(spare + " is too small");
+      if (s.ok() && ftruncate(fd, static_cast<off_t>(data.size())) != 0) s = Status::FromErrno("cannot truncate " + spare, errno);
+      if (s.ok() && fdatasync(fd) != 0) s = Status::FromErrno("cannot sync " + spare, errno);
+      close(fd);
+      if (s.ok() && rename(spare.c_str(), path.c_str()) == 0) return Status::Ok();
+      unlink(spare.c_str());  // its space may be what the plain way needs
+    }
     // Unique per writer: several ranks may write the same manifest at once.
     std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(gettid());
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -122,6 +135,18 @@ class PosixFileSystem : public FileSystem {
     }
     if (!st.ok()) unlink(tmp.c_str());
     return st;
+  }
+  Status ReserveFor(const std::string& path, uint64_t bytes) override {
+    std::string spare = SparePath(path);
+    int fd = open(spare.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::FromErrno("cannot create " + spare, errno);
+    int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    close(fd);
+    if (err != 0) {
+      unlink(spare.c_str());
+      return Status::FromErrno("cannot reserve space in " + spare, err);
+    }
+    return Status::Ok();
   }
   Status Remove(const std::string& path) override {
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -207,7 +232,24 @@ Result<std::unique_ptr<WritableFile>> FaultFileSystem::OpenAppend(const std::str
   return std::unique_ptr<WritableFile>(new FaultFile(std::move(f), this, path, size));
 }
 
+Status FaultFileSystem::ReserveFor(const std::string& path, uint64_t bytes) {
+  if (!Spend(static_cast<int64_t>(bytes))) return Status::FromErrno("cannot reserve space for " + path, ENOSPC);
+  REPLAY_RETURN_IF_ERROR(base_->ReserveFor(path, bytes));
+  std::lock_guard<std::mutex> lock(reserved_mu_);
+  reserved_[path] = bytes;
+  return Status::Ok();
+}
+
 Status FaultFileSystem::WriteAtomic(const std::string& path, std::string_view data) {
+  {
+    std::lock_guard<std::mutex> lock(reserved_mu_);
+    auto it = reserved_.find(path);
+    if (it != reserved_.end()) {
+      bool fits = it->second >= data.size();
+      reserved_.erase(it);
+      if (fits) return base_->WriteAtomic(path, data);
+    }
+  }
   if (!Spend(static_cast<int64_t>(data.size()))) {
     return Status::FromErrno("cannot write " + path, ENOSPC);
   }

@@ -13,7 +13,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -55,7 +57,12 @@ class FileSystem {
                                                            bool truncate) = 0;
   // Replaces `path` with `data` atomically: a reader sees the old or the new
   // content, never a mix (write to a temporary name, fsync, rename).
+  // A reservation made by ReserveFor is used (and ends) when `data` fits in it.
   virtual Status WriteAtomic(const std::string& path, std::string_view data) = 0;
+  // Keeps `bytes` of disk (in SparePath(path)) for a later WriteAtomic of
+  // `path`, so that it still succeeds when the disk has filled meanwhile.
+  virtual Status ReserveFor(const std::string& path, uint64_t bytes) = 0;
+  static std::string SparePath(const std::string& path) { return path + ".spare"; }
   virtual Status Remove(const std::string& path) = 0;
   // Bytes free for unprivileged writers on the file system holding `path`; -1 unknown.
   virtual int64_t FreeBytes(const std::string& path);
@@ -76,6 +83,7 @@ class FaultFileSystem : public FileSystem {
   Status CreateDirExclusive(const std::string& path, mode_t mode) override;
   Result<std::unique_ptr<WritableFile>> OpenAppend(const std::string& path, bool truncate) override;
   Status WriteAtomic(const std::string& path, std::string_view data) override;
+  Status ReserveFor(const std::string& path, uint64_t bytes) override;
   Status Remove(const std::string& path) override { return base_->Remove(path); }
 
   // Takes `n` bytes from the budget; false if that exhausts it.
@@ -85,6 +93,8 @@ class FaultFileSystem : public FileSystem {
   FileSystem* base_;
   std::atomic<int64_t> budget_{-1};  // -1: unlimited
   std::atomic<bool> fail_dirs_{false};
+  std::mutex reserved_mu_;
+  std::map<std::string, uint64_t> reserved_;  // path -> bytes ReserveFor kept for it
 };
 
 }  // namespace replay
