@@ -51,7 +51,15 @@ replay sets OMPI_MCA_mca_base_env_list so Open MPI forwards its settings; with
 other launchers, export LD_PRELOAD and the REPLAY_* variables yourself (see the
 README, "Recording by hand").
 
+DIR is checked before COMMAND starts: if it cannot be created or written,
+record says so and does not start the job. With little room left on its disk
+it warns and goes on: recording stops where the disk fills, the job runs on,
+and the trace says where it stops.
+
 Exit status: COMMAND's, or 2 when the trace directory cannot be made.)";
+
+// Below this much free space, record warns before starting the job.
+constexpr int64_t kLowDiskBytes = 64ll << 20;
 
 std::string DefaultDir() {
   time_t t = time(nullptr);
@@ -176,10 +184,18 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
       return Fail("record", dir + " is not empty: choose a new directory, or pass --force to add to it");
     }
   } else if (mkdir(dir.c_str(), 0700) != 0) {
-    return Fail("record", "cannot create trace directory " + dir + ": " + std::strerror(errno));
+    return Fail("record", "cannot create trace directory " + dir + ": " + std::strerror(errno) +
+                              "; the job was not started: choose a writable place with -o DIR");
   }
   if (access(dir.c_str(), W_OK) != 0) {
-    return Fail("record", "cannot write to trace directory " + dir + ": " + std::strerror(errno));
+    return Fail("record", "cannot write to trace directory " + dir + ": " + std::strerror(errno) +
+                              "; the job was not started: choose a writable place with -o DIR");
+  }
+  if (int64_t free = FileSystem::Default()->FreeBytes(dir); free >= 0 && free < kLowDiskBytes) {
+    std::fprintf(stderr,
+                 "replay record: only %s free for %s: recording stops where the disk fills (the job runs on, "
+                 "and the trace says where it stops)\n",
+                 HumanBytes(static_cast<uint64_t>(free)).c_str(), dir.c_str());
   }
 
   Uuid uuid = NewUuid();

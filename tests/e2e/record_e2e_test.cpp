@@ -612,9 +612,22 @@ TEST_CASE("an unwritable REPLAY_DIR turns recording off with one warning per ran
 }
 
 TEST_CASE("an unwritable trace directory is refused before the job starts", "[e2e]") {
-  RunResult r = Run(Replay() + " record -o /proc/replay-cannot-be-here -- true");
+  RunResult r = Run(Replay() + " record -o /proc/replay-cannot-be-here -- echo started");
   CHECK(r.exit_code == 2);
-  CHECK(Grep(r.output, "cannot create trace directory").size() == 1);
+  auto lines = Grep(r.output, "cannot create trace directory");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("the job was not started: choose a writable place with -o DIR") != std::string::npos);
+  CHECK(Grep(r.output, "started").size() == 1);  // that line: the command never ran
+}
+
+TEST_CASE("record warns before the job starts when the disk has little room", "[e2e]") {
+  TempDir tmp;
+  SmallDisk disk(tmp, "4m");
+  RunResult r = Run(Replay() + " record -o " + disk.path + "/t -- echo started");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(Grep(r.output, "free for " + disk.path + "/t: recording stops where the disk fills").size() == 1);
+  CHECK(Grep(r.output, "started").size() == 1);
 }
 
 TEST_CASE("a collective called in place is recorded like the same call with separate buffers", "[e2e]") {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,6 +153,9 @@ Status TraceWriter::Start() {
   std::string base = options_.dir + "/" + RankDirName(h.rank, h.pid);
   rank_dir_ = base;
   Status made = st.fs->CreateDirExclusive(rank_dir_, 0700);
+  if (struct stat existing; !made.ok() && stat(base.c_str(), &existing) != 0) {
+    return made.WithContext("rank directory");  // not taken: unwritable, or no room
+  }
   if (!made.ok()) {
     // Another process of this job already uses the name (a launcher wrapper
     // with the same rank variables): keep both, apart.
