@@ -76,6 +76,7 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* p
   row.span_ns = walk->events == 0 ? 0 : walk->last_ns - walk->first_ns;
   row.stats = walk->stats;
   row.problems = std::move(walk->problems);
+  for (TraceProblem& p : rr.PayloadProblems()) row.problems.push_back(std::move(p));
   progress->RankDone(walk->events);
   return row;
 }

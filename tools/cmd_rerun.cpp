@@ -220,6 +220,17 @@ int RunAll(const Options& opt) {
     }
   }
   std::fprintf(stderr, "replay rerun --all: the command exited with status %d\n", ExitCodeOf(status));
+  std::vector<const RankResult*> failed;
+  for (const RankResult& r : results) {
+    if (r.found && static_cast<RerunVerdict>(r.st.verdict) == RerunVerdict::kFailed) failed.push_back(&r);
+  }
+  if (!failed.empty()) {
+    // Nothing about the recording can be said of a rank that could not be re-run.
+    for (const RankResult* r : failed) {
+      std::fprintf(stderr, "replay rerun: rank %d could not be re-run: %s\n", r->rank, r->st.message);
+    }
+    return kExitBadInput;
+  }
   if (first != nullptr) {
     // Each rank's first departure: the event, the call made, the call recorded.
     std::fprintf(stderr, "replay rerun: %s\n  first divergence, in recorded time: rank %d at event #%lld: %s\n",

@@ -102,6 +102,9 @@ class RankReader {
   // directory name) and a problem saying so.
   const RankHeader& header() const { return header_; }
   bool header_ok() const { return header_ok_; }
+  // For a rank whose header is unreadable: the recorder's API names, as
+  // another rank's header (`from`) has them, so its calls keep their names.
+  void AdoptApiNames(const std::vector<std::string>& names, const std::string& from);
   // World rank: from the header, else from the "mpi.world_rank" info event, else
   // from the directory name; -1 if none says.
   int32_t rank() const { return rank_; }
@@ -118,6 +121,9 @@ class RankReader {
   // The bytes stored under `hash` in the payloads stream; kNotFound if absent.
   Result<std::string> Payload(uint64_t hash) const;
   bool has_payloads() const;
+  // Damage in the payloads streams (received bytes, level data): every block's
+  // checksum is verified. Empty when they are whole, or when there are none.
+  std::vector<TraceProblem> PayloadProblems() const;
 
  private:
   struct Stream;  // the events file and salvaged ring of a rank opened to stream

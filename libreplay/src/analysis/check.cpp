@@ -103,6 +103,11 @@ std::vector<std::string> ReadRanks(const TraceReader& trace, const analysis::Dig
         job->collectives.Merge(done, rank, start);
       };
       RankDigest d = analysis::DigestRank(**reader, rank_options);
+      // A payload torn at the end was written for a call the rank did not
+      // live to record: only damage counts.
+      for (const TraceProblem& p : (*reader)->PayloadProblems()) {
+        if (!p.torn_tail) d.payload_damage.push_back(p.file + ": " + p.message);
+      }
       reader->reset();  // the events go; the digest stays
       std::lock_guard<std::mutex> lock(mu);
       for (const analysis::CommRecord& c : d.comms) job->lineage.Add(c, d.rank);
@@ -175,6 +180,7 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
     world = std::max(world, d.rank + 1);
     job->start_realtime_ns = std::min(job->start_realtime_ns, d.Abs(d.first_ns));
     job->end_realtime_ns = std::max(job->end_realtime_ns, d.Abs(d.last_ns));
+    if (d.dropped > 0 || d.missing > 0 || d.status == RankStatus::kFailed) job->incomplete.push_back(d.rank);
     if (d.dropped > 0) {
       report.notes.push_back("rank " + std::to_string(d.rank) + " lost " + std::to_string(d.dropped) +
                              " events while recording (full ring): findings about it may be incomplete");
@@ -183,6 +189,19 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
       report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) +
                              " events unreadable (damaged trace)");
       report.unread.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) + " events");
+    }
+    if (!d.payload_damage.empty()) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.payload_damage.size()) +
+                             (d.payload_damage.size() == 1 ? " damaged region" : " damaged regions") + " in its received bytes (" + d.payload_damage.front() +
+                             "): a re-run of it cannot be served what they held");
+      report.unread.push_back("rank " + std::to_string(d.rank) + ": received bytes (" +
+                              std::to_string(d.payload_damage.size()) +
+                              (d.payload_damage.size() == 1 ? " damaged region)" : " damaged regions)"));
+    }
+    if (!d.header_problem.empty()) {
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": its header could not be read (" + d.header_problem +
+                             "): its settings are not compared, and how it ended is not known");
+      report.unread.push_back("rank " + std::to_string(d.rank) + ": its header (" + d.header_problem + ")");
     }
     if (!d.header.damage.empty()) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": its header " + d.header.damage);
@@ -202,7 +221,6 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
                              ": nothing it did after that is judged");
       report.unread.push_back("rank " + std::to_string(d.rank) + " after its event #" + std::to_string(d.events) +
                               " (recording stopped: " + why + ")");
-      job->cut_short.push_back(d.rank);
     } else if (d.unrecorded > 0) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.unrecorded) +
                              " calls were not recorded (no ring slot or disk room for them): findings about it may be incomplete");

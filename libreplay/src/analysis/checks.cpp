@@ -643,7 +643,7 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   RankSet untraced;
   for (int32_t r : job.untraced) untraced.Add(r);
-  for (int32_t r : job.cut_short) untraced.Add(r);
+  for (int32_t r : job.incomplete) untraced.Add(r);
   PerComm broken;   // mismatch, missing or never completed: one per communicator
   PerComm outputs;
   std::vector<RankedFinding> local;
@@ -831,9 +831,9 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   std::set<std::tuple<uint64_t, int32_t, int32_t, bool>> reported;
   auto emit = [&](const RankDigest& d, const OpenCall& c, int32_t from, int32_t to, const std::string& why) {
-    // A peer whose recording stopped early may well have matched it later.
+    // A peer whose trace lacks some of its calls may have matched it there.
     const int32_t peer = c.is_send ? to : from;
-    const auto& cut = job.cut_short;
+    const auto& cut = job.incomplete;
     if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return;
     if (peer == kAnySource && !cut.empty()) return;
     if (!reported.insert({c.comm, from, to, c.is_send}).second) return;
@@ -902,6 +902,10 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
     const RankDigest* from = job.Rank(key.from);
     const RankDigest* to = job.Rank(key.to);
     if (from == nullptr || to == nullptr || !FinishedCleanly(*from) || !FinishedCleanly(*to)) continue;
+    if (std::find(job.incomplete.begin(), job.incomplete.end(), key.to) != job.incomplete.end() ||
+        std::find(job.incomplete.begin(), job.incomplete.end(), key.from) != job.incomplete.end()) {
+      continue;
+    }
     if (!reported.insert({key.comm, key.from, key.to, true}).second) continue;
     Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(key.comm);
@@ -1301,6 +1305,7 @@ void CheckConfig(const JobView& job, std::vector<RankedFinding>* out) {
   };
   RankSet all;
   for (const RankDigest& d : job.digests) {
+    if (!d.header_problem.empty()) continue;  // its settings are not known
     all.Add(d.rank);
     for (const auto& [k, v] : d.header.environment) {
       if (!IsPerRankSetting(k)) values["env " + k][shown(k, v)].Add(d.rank);

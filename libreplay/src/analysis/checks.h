@@ -35,10 +35,11 @@ struct JobView {
   std::vector<RankDigest> digests;                  // readable ranks, by rank
   std::unordered_map<int32_t, size_t> by_rank;      // world rank -> digests index
   std::vector<int32_t> untraced;                    // ranks of the job with no readable trace
-  // Ranks whose recording stopped on an error (a full disk) while they ran on:
-  // what they did after their last event is not known, so nothing is judged
-  // missing from them, nor stuck in them.
-  std::vector<int32_t> cut_short;
+  // Ranks whose trace lacks some of their calls: their recording stopped on
+  // an error (a full disk) while they ran on, or events were dropped or lost
+  // to damage. A collective or message they do not show may be in what is
+  // lacking, so nothing is judged missing from them.
+  std::vector<int32_t> incomplete;
   CommLineage lineage;
   CollectiveIndex collectives;
   P2pLedger p2p;

@@ -314,7 +314,15 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       std::vector<std::string> local_settings;
       std::string note;
       uint64_t events = 0;
-      if (ra.ok() && rb.ok()) {
+      if (ra.ok() && rb.ok() && (!(*ra)->header_ok() || !(*rb)->header_ok())) {
+        // Call sites resolve through the header's modules, settings are in it.
+        DiffOptions events_only = options;
+        events_only.compare_call_sites = false;
+        events = (*ra)->events().size() + (*rb)->events().size();
+        d = DiffRank(**ra, **rb, events_only);
+        note = "rank " + std::to_string(pair_ranks[i]) + ": call sites and settings not compared: its header in " +
+               (!(*ra)->header_ok() ? "A" : "B") + " could not be read";
+      } else if (ra.ok() && rb.ok()) {
         events = (*ra)->events().size() + (*rb)->events().size();
         d = DiffRank(**ra, **rb, options);
         CompareSettings((*ra)->header(), (*rb)->header(), &local_settings);

@@ -697,6 +697,12 @@ RankDigest DigestRank(const RankReader& reader, const DigestOptions& options) {
   d.dir = reader.dir();
   d.status = reader.status();
   d.header = reader.header();
+  if (!reader.header_ok()) {
+    d.header_problem = "it could not be read";
+    for (const TraceProblem& p : reader.problems()) {
+      if (p.file == reader.dir() + "/" + format::kHeaderFile) d.header_problem = p.message;
+    }
+  }
   // Room for the collectives, from the events the rank wrote (read whole:
   // that it holds); room never filled is address space, not memory.
   uint64_t events = reader.streaming() ? reader.header().event_count : reader.events().size();

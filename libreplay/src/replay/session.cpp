@@ -204,9 +204,12 @@ void Session::Report(Verdict verdict, const std::string& message) {
 
 void Stop(Verdict verdict, const std::string& message) {
   g_failed = verdict == Verdict::kFailed;
-  std::string line = "replay rerun: " + message + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-  if (g_session != nullptr) g_session->Report(verdict, message);
+  const bool reported = g_session != nullptr && g_session->state_ != nullptr;
+  if (reported) g_session->Report(verdict, message);  // `replay rerun` says it, once
+  if (!reported || (verdict == Verdict::kStoppedAt && Debugged())) {
+    std::string line = "replay rerun: " + message + "\n";
+    (void)!write(STDERR_FILENO, line.data(), line.size());
+  }
   if (verdict == Verdict::kStoppedAt && Debugged()) {
     // Under a debugger: stop here, with the program's state intact.
     raise(SIGTRAP);

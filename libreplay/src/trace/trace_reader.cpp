@@ -479,6 +479,9 @@ Status RankReader::Load(const ReadOptions& options) {
         uint64_t expected = i == 0 ? 0 : events_[i - 1].index + 1;
         if (events_[i].index > expected) stats_.missing += events_[i].index - expected;
       }
+      if (header_ok_ && header_.complete && header_.event_count > events_.size() + stats_.missing) {
+        stats_.missing = header_.event_count - events_.size();
+      }
       if (stats_.missing > 0) {
         problems_.push_back({events_path, 0, 0, false,
                              std::to_string(stats_.missing) + " events missing from the index sequence"});
@@ -492,6 +495,10 @@ Status RankReader::Load(const ReadOptions& options) {
     status_ = RankStatus::kRunning;
   } else if ((header_ok_ && header_.close_reason == CloseReason::kFailed) || ring_failed) {
     status_ = RankStatus::kFailed;
+  } else if (!header_ok_ && !ring_exists && have_events) {
+    // A rank removes its ring only after writing its closing header: that
+    // header is what is damaged, and the rank ended in a way it no longer says.
+    status_ = RankStatus::kComplete;
   } else {
     status_ = RankStatus::kSalvaged;
   }
@@ -515,6 +522,12 @@ Status RankReader::Load(const ReadOptions& options) {
     if (auto st = MappedFile::Open(f); st.ok()) stats_.payload_bytes += st->bytes().size();
   }
   return Status::Ok();
+}
+
+void RankReader::AdoptApiNames(const std::vector<std::string>& names, const std::string& from) {
+  if (!header_.api_names.empty()) return;
+  header_.api_names = names;
+  problems_.push_back({dir_, 0, 0, false, "the names of its calls are taken from " + from + "'s header"});
 }
 
 Result<EventWalk> RankReader::ForEachEvent(const std::function<bool(const Event&)>& fn) const {
@@ -541,7 +554,14 @@ Result<EventWalk> RankReader::ForEachEvent(const std::function<bool(const Event&
   }
   merger.Finish();
   walk.stats.salvaged = merger.from_ring_;
-  if (!merger.stopped()) CountProblems(stream_->path, merger, &walk);
+  if (!merger.stopped()) {
+    // Events lost past the last one read (a damaged last block) leave no gap:
+    // the closing header says how many there were.
+    if (header_ok_ && header_.complete && header_.event_count > walk.events + walk.stats.missing) {
+      walk.stats.missing = header_.event_count - walk.events;
+    }
+    CountProblems(stream_->path, merger, &walk);
+  }
   return walk;
 }
 
@@ -551,6 +571,34 @@ bool RankReader::IsRunning(const std::string& dir) {
 }
 
 bool RankReader::has_payloads() const { return !PayloadFiles(dir_).empty(); }
+
+std::vector<TraceProblem> RankReader::PayloadProblems() const {
+  std::vector<TraceProblem> out;
+  const bool running = IsRunning(dir_);
+  for (const std::string& path : PayloadFiles(dir_)) {
+    auto file = MappedFile::Open(path);
+    if (!file.ok()) {
+      out.push_back({path, 0, 0, false, file.status().message()});
+      continue;
+    }
+    format::FileHeader fh;
+    if (Status st = CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, path, &fh); !st.ok()) {
+      out.push_back({path, 0, file->bytes().size(), false, st.message()});
+      continue;
+    }
+    BlockScanner scanner(file->bytes(), fh.header_size);
+    FoundBlock block;
+    while (scanner.Next(&block)) {
+    }
+    for (const BlockProblem& p : scanner.problems()) {
+      // A running rank may be appending its last payload right now.
+      if (running && p.offset + p.length == file->bytes().size()) continue;
+      out.push_back({path, p.offset, p.length, p.torn_tail,
+                     (p.torn_tail ? "received bytes cut short: " : "received bytes damaged: ") + p.reason});
+    }
+  }
+  return out;
+}
 
 Status RankReader::IndexPayloads() const {
   if (payloads_indexed_) return Status::Ok();
@@ -582,8 +630,15 @@ Result<std::string> RankReader::Payload(uint64_t hash) const {
   if (range.first == range.second) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash));
-    return Status::NotFound(std::string("payload ") + buf + " is not in " + dir_ +
-                            " (received outside the recording's data window, or lost)");
+    std::string why = " (received outside the recording's data window, or lost)";
+    for (const TraceProblem& p : PayloadProblems()) {
+      if (!p.torn_tail) {
+        why = ": its stored bytes are damaged (" + p.file + " at offset " + std::to_string(p.offset) + ": " +
+              p.message + ")";
+        break;
+      }
+    }
+    return Status::NotFound(std::string("payload ") + buf + " is not in " + dir_ + why);
   }
   // All parts of one payload are in one file (a payload is stored whole).
   const std::string& path = payload_files_[range.first->second.first];
@@ -726,7 +781,18 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
 
 Result<std::unique_ptr<RankReader>> TraceReader::OpenRank(size_t i, const ReadOptions& options) const {
   if (i >= ranks_.size()) return Status::InvalidArgument("no rank entry " + std::to_string(i));
-  return RankReader::Open(ranks_[i].dir, options);
+  auto r = RankReader::Open(ranks_[i].dir, options);
+  if (r.ok() && !(*r)->header_ok()) {
+    // Its events name calls by indexes into the header's list of API names,
+    // which is the recorder's own and the same in every rank it records.
+    for (const RankEntry& e : ranks_) {
+      if (e.header_ok && !e.header.api_names.empty()) {
+        (*r)->AdoptApiNames(e.header.api_names, e.name);
+        break;
+      }
+    }
+  }
+  return r;
 }
 
 const RankEntry* TraceReader::FindRank(int32_t rank) const {
