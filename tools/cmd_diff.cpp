@@ -39,6 +39,9 @@ void PrintText(const DiffReport& r) {
     verdict = Paint(Color::kYellow, "no divergence in what could be compared; " +
                                         std::string(r.not_compared.size() == 1 ? "rank " : "ranks ") +
                                         analysis::FormatRanks(r.not_compared) + " not compared");
+  } else if (!r.unread.empty()) {
+    verdict = Paint(Color::kYellow, "no divergence in what could be compared; not read: " + r.unread.front() +
+                                        (r.unread.size() > 1 ? " (and " + std::to_string(r.unread.size() - 1) + " more)" : ""));
   }
   std::printf("%s %s vs %s: %s\n", Paint(Color::kBold, "replay diff").c_str(), r.trace_a.c_str(), r.trace_b.c_str(),
               verdict.c_str());
@@ -77,9 +80,10 @@ void PrintText(const DiffReport& r) {
     std::printf("\n%s\n", Paint(Color::kBold, "settings that differ").c_str());
     for (const std::string& s : r.settings) std::printf("  %s\n", s.c_str());
   }
-  if (!r.notes.empty()) {
+  if (!r.notes.empty() || !r.unread.empty()) {
     std::printf("\n%s\n", Paint(Color::kBold, "notes").c_str());
     for (const std::string& s : r.notes) std::printf("  %s\n", s.c_str());
+    for (const std::string& s : r.unread) std::printf("  not read: %s\n", s.c_str());
   }
 }
 
@@ -108,7 +112,7 @@ int Run(const std::string& a_dir, const std::string& b_dir, bool json, int conte
     PrintText(*report);
   }
   if (report->diverged()) return kExitFindings;
-  return report->not_compared.empty() ? kExitOk : kExitBadInput;
+  return report->not_compared.empty() && report->unread.empty() ? kExitOk : kExitBadInput;
 }
 
 }  // namespace

@@ -72,6 +72,9 @@ struct DiffReport {
   // Ranks in both traces that could not be compared (a trace unreadable):
   // "no divergence" with some of these is no verdict on them.
   std::vector<int32_t> not_compared;
+  // What of either trace could not be read besides (a manifest, received
+  // bytes): "no divergence" with some of these is no clean verdict either.
+  std::vector<std::string> unread;
   bool diverged() const;
 };
 

@@ -120,6 +120,14 @@ class RankReader {
   const RankStats& stats() const { return stats_; }
   // The bytes stored under `hash` in the payloads stream; kNotFound if absent.
   Result<std::string> Payload(uint64_t hash) const;
+  // Whether the payloads streams hold a payload stored under `hash`.
+  bool HasPayload(uint64_t hash) const;
+  // What is wrong with the received bytes (level data), one line each:
+  // damaged regions, and payloads that the events name (`named`: their
+  // hashes, as a walk collected them; the rank's own events when read whole)
+  // but the streams lack. Not what a rank that did not close may leave: a
+  // payload torn at its end, or named ones where it kept only a window.
+  std::vector<std::string> ReceivedBytesDamage(std::vector<uint64_t> named = {}) const;
   bool has_payloads() const;
   // Damage in the payloads streams (received bytes, level data): every block's
   // checksum is verified. Empty when they are whole, or when there are none.

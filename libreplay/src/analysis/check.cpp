@@ -103,11 +103,10 @@ std::vector<std::string> ReadRanks(const TraceReader& trace, const analysis::Dig
         job->collectives.Merge(done, rank, start);
       };
       RankDigest d = analysis::DigestRank(**reader, rank_options);
-      // A payload torn at the end was written for a call the rank did not
-      // live to record: only damage counts.
-      for (const TraceProblem& p : (*reader)->PayloadProblems()) {
-        if (!p.torn_tail) d.payload_damage.push_back(p.file + ": " + p.message);
-      }
+      // A payload torn at the end of a rank that did not close was written for
+      // a call it did not live to record; one named but absent is damage.
+      d.payload_damage = (*reader)->ReceivedBytesDamage(std::move(d.payload_refs));
+      d.payload_refs = {};
       reader->reset();  // the events go; the digest stays
       std::lock_guard<std::mutex> lock(mu);
       for (const analysis::CommRecord& c : d.comms) job->lineage.Add(c, d.rank);
@@ -158,7 +157,12 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
   digest_options.now_realtime_ns = job->now_realtime_ns;
   digest_options.min_wait_ns = options.min_wait_ns >= 0 ? options.min_wait_ns : kDefaultMinWaitNs;
 
-  for (const TraceProblem& p : trace.problems()) report.notes.push_back(p.file + ": " + p.message);
+  // What the trace directory holds besides its ranks (the manifest: the
+  // job's size, so which ranks are missing) could not be read.
+  for (const TraceProblem& p : trace.problems()) {
+    report.notes.push_back(p.file + ": " + p.message);
+    report.unread.push_back(p.file + ": " + p.message);
+  }
   std::vector<std::string> unreadable = ReadRanks(trace, digest_options, options, job.get());
   for (const std::string& u : unreadable) {
     report.notes.push_back("unreadable rank " + u);
@@ -191,12 +195,13 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
       report.unread.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.missing) + " events");
     }
     if (!d.payload_damage.empty()) {
-      report.notes.push_back("rank " + std::to_string(d.rank) + ": " + std::to_string(d.payload_damage.size()) +
-                             (d.payload_damage.size() == 1 ? " damaged region" : " damaged regions") + " in its received bytes (" + d.payload_damage.front() +
+      const std::string what = d.payload_damage.front() +
+                               (d.payload_damage.size() > 1
+                                    ? "; and " + std::to_string(d.payload_damage.size() - 1) + " more"
+                                    : "");
+      report.notes.push_back("rank " + std::to_string(d.rank) + ": its received bytes are damaged (" + what +
                              "): a re-run of it cannot be served what they held");
-      report.unread.push_back("rank " + std::to_string(d.rank) + ": received bytes (" +
-                              std::to_string(d.payload_damage.size()) +
-                              (d.payload_damage.size() == 1 ? " damaged region)" : " damaged regions)"));
+      report.unread.push_back("rank " + std::to_string(d.rank) + ": received bytes (" + what + ")");
     }
     if (!d.header_problem.empty()) {
       report.notes.push_back("rank " + std::to_string(d.rank) + ": its header could not be read (" + d.header_problem +

@@ -297,6 +297,9 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
   for (auto& [r, i] : ib) {
     if (wanted(r) && !ia.count(r)) report.only_in_b.push_back(r);
   }
+  for (const auto& [t, side] : {std::pair{&ta, "A"}, std::pair{&tb, "B"}}) {
+    for (const TraceProblem& p : t->problems()) report.unread.push_back(std::string(side) + ": " + p.file + ": " + p.message);
+  }
   std::vector<std::optional<RankDiff>> results(pairs.size());
   std::map<std::string, analysis::RankSet> settings;  // difference -> ranks
   std::vector<std::string> notes;
@@ -314,6 +317,13 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       std::vector<std::string> local_settings;
       std::string note;
       uint64_t events = 0;
+      std::vector<std::string> damaged;
+      for (const auto& [r, side] : {std::pair{&ra, "A"}, std::pair{&rb, "B"}}) {
+        if (!r->ok()) continue;
+        for (const std::string& p : (**r)->ReceivedBytesDamage()) {
+          damaged.push_back(std::string(side) + ": rank " + std::to_string(pair_ranks[i]) + ": received bytes: " + p);
+        }
+      }
       if (ra.ok() && rb.ok() && (!(*ra)->header_ok() || !(*rb)->header_ok())) {
         // Call sites resolve through the header's modules, settings are in it.
         DiffOptions events_only = options;
@@ -334,6 +344,7 @@ Result<DiffReport> DiffTraces(const TraceReader& ta, const TraceReader& tb, cons
       results[i] = std::move(d);
       if (results[i]) ++readable;
       for (const std::string& x : local_settings) settings[x].Add(pair_ranks[i]);
+      for (std::string& x : damaged) report.unread.push_back(std::move(x));
       if (!note.empty()) {
         notes.push_back(note);
         not_compared.push_back(pair_ranks[i]);
@@ -408,6 +419,7 @@ nlohmann::json DiffReportToJson(const DiffReport& r) {
   j["settings"] = r.settings;
   j["notes"] = r.notes;
   if (!r.not_compared.empty()) j["not_compared"] = r.not_compared;
+  if (!r.unread.empty()) j["unread"] = r.unread;
   return j;
 }
 

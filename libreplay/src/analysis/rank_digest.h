@@ -171,6 +171,7 @@ struct RankDigest {
   uint64_t unrecorded = 0;  // made after its recording stopped, or with no room
   std::string header_problem;  // why its header could not be read; empty when it was
   std::vector<std::string> payload_damage;  // damaged regions of its payloads (received bytes)
+  std::vector<uint64_t> payload_refs;        // the payloads its events name (level data), while it is read
   uint64_t missing = 0;
   uint64_t damaged = 0;  // events holding values no recorder writes, read in part
   int64_t first_ns = 0, last_ns = 0;  // rank-relative times of its first and last event

@@ -624,6 +624,36 @@ Status RankReader::IndexPayloads() const {
   return Status::Ok();
 }
 
+std::vector<std::string> RankReader::ReceivedBytesDamage(std::vector<uint64_t> named) const {
+  std::vector<std::string> out;
+  const bool closed = status_ == RankStatus::kComplete;
+  for (const TraceProblem& p : PayloadProblems()) {
+    if (closed || !p.torn_tail) out.push_back(p.file + ": " + p.message);
+  }
+  if (named.empty()) {
+    for (const Event& e : events_) {
+      if (e.kind == EventKind::kReturn && e.ret.payload_size != 0) named.push_back(e.ret.payload_hash);
+      if (e.kind == EventKind::kCompletion && e.completion.payload_size != 0) named.push_back(e.completion.payload_hash);
+    }
+  }
+  const std::string_view window = header_.Env("REPLAY_DATA_WINDOW");
+  if (status_ != RankStatus::kFailed && (window.empty() || window == "all") && !named.empty()) {
+    std::sort(named.begin(), named.end());
+    named.erase(std::unique(named.begin(), named.end()), named.end());
+    size_t absent = 0;
+    for (uint64_t h : named) absent += HasPayload(h) ? 0 : 1;
+    if (absent > 0) {
+      out.push_back(std::to_string(absent) + " of the " + std::to_string(named.size()) +
+                    " payloads its events name are not in " + dir_);
+    }
+  }
+  return out;
+}
+
+bool RankReader::HasPayload(uint64_t hash) const {
+  return IndexPayloads().ok() && payload_blocks_.count(hash) != 0;
+}
+
 Result<std::string> RankReader::Payload(uint64_t hash) const {
   REPLAY_RETURN_IF_ERROR(IndexPayloads());
   auto range = payload_blocks_.equal_range(hash);
@@ -698,6 +728,8 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
       } else {
         t->problems_.push_back({manifest_path, 0, 0, false, m.status().message()});
       }
+    } else {
+      t->problems_.push_back({manifest_path, 0, 0, false, mf.status().message()});
     }
   }
   DIR* d = opendir(dir.c_str());
@@ -761,6 +793,13 @@ Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& dir) {
                                   UuidToString(e.header.trace_uuid) + ", directory is " +
                                   UuidToString(t->manifest_->trace_uuid) + "): ignored"});
       continue;
+    }
+    // The recorder names a rank's directory after the rank its header holds.
+    if (const int32_t named = RankFromName(e.name); e.header_ok && named >= 0 && e.header.rank >= 0 &&
+                                                   named != e.header.rank) {
+      t->problems_.push_back({e.dir, 0, 0, false,
+                              "holds the header of rank " + std::to_string(e.header.rank) +
+                                  " (moved or damaged): read as that rank"});
     }
     t->ranks_.push_back(std::move(e));
   }
