@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -367,6 +368,44 @@ TEST_CASE("an mpirun line that forwards variables with -x records as it runs wit
   REQUIRE(r.exit_code == 0);
   CHECK(Grep(r.output, "complete (finalize)").size() == 2);
   CHECK(ReadTrace(tmp / "t").size() == 2);
+}
+
+TEST_CASE("mpirun's options work under replay record as without it", "[e2e]") {
+  TempDir tmp;
+  {
+    std::ofstream hosts(tmp / "hosts");
+    hosts << "localhost slots=4\n";
+  }
+  // What a user passes to mpirun: settings for Open MPI, for the ranks'
+  // environment (the same list replay forwards its own settings by), for
+  // the output, and where to run.
+  const std::vector<std::string> options = {
+      "--mca btl self,vader",
+      "--mca mca_base_env_list REPLAY_TEST_FOO",
+      "-x REPLAY_TEST_FOO --mca btl ^openib",
+      "--tag-output",
+      "--hostfile " + tmp / "hosts",
+      "--output-filename " + tmp / "out",
+      "--bind-to none --map-by slot",
+  };
+  auto losses = [](const std::string& out) {
+    std::vector<std::string> v;
+    for (const std::string& l : Grep(out, " loss ")) v.push_back(l.substr(l.find("loss")));
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  int n = 0;
+  for (const std::string& option : options) {
+    const std::string job = "mpirun -np 2 --oversubscribe " + option + " " + testing::MpiTrain() + " --steps 2";
+    RunResult plain = Run("REPLAY_TEST_FOO=1 " + job);
+    const std::string dir = tmp / ("t" + std::to_string(n++));
+    RunResult rec = Run("REPLAY_TEST_FOO=1 " + Record(dir, job));
+    INFO(option << "\nplain:\n" << plain.output << "\nrecorded:\n" << rec.output);
+    REQUIRE(plain.exit_code == 0);
+    CHECK(rec.exit_code == 0);
+    CHECK(losses(rec.output) == losses(plain.output));
+    CHECK(Grep(rec.output, "complete (finalize)").size() == 2);
+  }
 }
 
 TEST_CASE("every intercepted MPI call leaves results unchanged", "[e2e]") {
