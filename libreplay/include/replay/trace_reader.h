@@ -59,6 +59,13 @@ struct RankStats {
   uint64_t payload_bytes = 0;    // payloads stream size on disk
 };
 
+// The payload an event names (a receive's bytes, level data): its hash.
+inline std::optional<uint64_t> NamedPayload(const Event& e) {
+  if (e.kind == EventKind::kReturn && e.ret.payload_size != 0) return e.ret.payload_hash;
+  if (e.kind == EventKind::kCompletion && e.completion.payload_size != 0) return e.completion.payload_hash;
+  return std::nullopt;
+}
+
 struct ReadOptions {
   bool salvage_ring = true;   // read the ring of ranks that did not close cleanly
   // Leave the events where they are: Open reads the header, the ring and the
@@ -154,6 +161,7 @@ class RankReader {
   mutable bool payloads_indexed_ = false;
   mutable std::multimap<uint64_t, std::pair<size_t, uint64_t>> payload_blocks_;  // -> (file, offset)
   mutable std::vector<std::string> payload_files_;
+  mutable std::vector<TraceProblem> payload_problems_;  // what indexing them found damaged
 };
 
 struct RankEntry {

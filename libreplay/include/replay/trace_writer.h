@@ -156,7 +156,8 @@ class TraceWriter {
   Status DrainOnce(bool seal);
   void SealOpenBlock();
   void Seal(const std::vector<uint64_t>& ends, const BlockTally& tally);
-  Status WriteHeader(bool complete);
+  // Writes the header; `size`, if given, gets its length.
+  Status WriteHeader(bool complete, size_t* size = nullptr);
   Status CloseLocked(CloseReason reason);
 
   struct State;

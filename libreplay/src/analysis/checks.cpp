@@ -641,9 +641,10 @@ void OutputsFinding(const CollContext& c, std::vector<RankedFinding>* out) {
 
 void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
-  RankSet untraced;
-  for (int32_t r : job.untraced) untraced.Add(r);
-  for (int32_t r : job.incomplete) untraced.Add(r);
+  // Ranks not all of whose calls are known: none is judged missing.
+  RankSet unknown;
+  for (int32_t r : job.untraced) unknown.Add(r);
+  for (int32_t r : job.incomplete) unknown.Add(r);
   PerComm broken;   // mismatch, missing or never completed: one per communicator
   PerComm outputs;
   std::vector<RankedFinding> local;
@@ -670,13 +671,13 @@ void CheckCollectives(const JobView& job, std::vector<RankedFinding>* out) {
     if (mismatch && broken.Take(key.comm, local.size())) MismatchFinding(c, &local);
     if (!mismatch && !members.empty()) {
       std::vector<int32_t> missing;
-      bool missing_untraced_only = true;  // or cut short
+      bool missing_unknown_only = true;
       for (int32_t m : members) {
         if (x.entered.Has(m)) continue;
         missing.push_back(m);
-        if (!untraced.Has(m)) missing_untraced_only = false;
+        if (!unknown.Has(m)) missing_unknown_only = false;
       }
-      if (!missing.empty() && !missing_untraced_only) {
+      if (!missing.empty() && !missing_unknown_only) {
         bool report = may_hang;
         if (!report && !job.live && s.in_progress().Empty()) {
           // Nobody waits for them (a rooted or non-blocking call returned): a
@@ -830,12 +831,12 @@ void CheckOrder(const JobView& job, std::vector<RankedFinding>* out) {
 void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
   std::set<std::tuple<uint64_t, int32_t, int32_t, bool>> reported;
+  // A peer whose trace lacks some of its calls may have matched them there.
+  RankSet incomplete;
+  for (int32_t r : job.incomplete) incomplete.Add(r);
   auto emit = [&](const RankDigest& d, const OpenCall& c, int32_t from, int32_t to, const std::string& why) {
-    // A peer whose trace lacks some of its calls may have matched it there.
     const int32_t peer = c.is_send ? to : from;
-    const auto& cut = job.incomplete;
-    if (std::find(cut.begin(), cut.end(), peer) != cut.end()) return;
-    if (peer == kAnySource && !cut.empty()) return;
+    if (peer == kAnySource ? !incomplete.Empty() : incomplete.Has(peer)) return;
     if (!reported.insert({c.comm, from, to, c.is_send}).second) return;
     Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(c.comm);
@@ -902,10 +903,7 @@ void CheckPointToPoint(const JobView& job, std::vector<RankedFinding>* out) {
     const RankDigest* from = job.Rank(key.from);
     const RankDigest* to = job.Rank(key.to);
     if (from == nullptr || to == nullptr || !FinishedCleanly(*from) || !FinishedCleanly(*to)) continue;
-    if (std::find(job.incomplete.begin(), job.incomplete.end(), key.to) != job.incomplete.end() ||
-        std::find(job.incomplete.begin(), job.incomplete.end(), key.from) != job.incomplete.end()) {
-      continue;
-    }
+    if (incomplete.Has(key.to) || incomplete.Has(key.from)) continue;
     if (!reported.insert({key.comm, key.from, key.to, true}).second) continue;
     Draft f = Make(FindingKind::kUnmatchedP2p);
     f.comm = n.Comm(key.comm);

@@ -238,16 +238,11 @@ class Scanner {
   }
 
   void Visit(const Event& e) {
+    if (auto h = NamedPayload(e)) d_.payload_refs.push_back(*h);
     switch (e.kind) {
       case EventKind::kOp: OnOp(e); break;
-      case EventKind::kReturn:
-        if (e.ret.payload_size != 0) d_.payload_refs.push_back(e.ret.payload_hash);
-        OnReturn(e);
-        break;
-      case EventKind::kCompletion:
-        if (e.completion.payload_size != 0) d_.payload_refs.push_back(e.completion.payload_hash);
-        OnCompletion(e);
-        break;
+      case EventKind::kReturn: OnReturn(e); break;
+      case EventKind::kCompletion: OnCompletion(e); break;
       case EventKind::kCommCreate: OnCommCreate(e); break;
       case EventKind::kError: OnError(e); break;
       case EventKind::kCuda: OnCuda(e); break;

@@ -573,51 +573,43 @@ bool RankReader::IsRunning(const std::string& dir) {
 bool RankReader::has_payloads() const { return !PayloadFiles(dir_).empty(); }
 
 std::vector<TraceProblem> RankReader::PayloadProblems() const {
-  std::vector<TraceProblem> out;
-  const bool running = IsRunning(dir_);
-  for (const std::string& path : PayloadFiles(dir_)) {
-    auto file = MappedFile::Open(path);
-    if (!file.ok()) {
-      out.push_back({path, 0, 0, false, file.status().message()});
-      continue;
-    }
-    format::FileHeader fh;
-    if (Status st = CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, path, &fh); !st.ok()) {
-      out.push_back({path, 0, file->bytes().size(), false, st.message()});
-      continue;
-    }
-    BlockScanner scanner(file->bytes(), fh.header_size);
-    FoundBlock block;
-    while (scanner.Next(&block)) {
-    }
-    for (const BlockProblem& p : scanner.problems()) {
-      // A running rank may be appending its last payload right now.
-      if (running && p.offset + p.length == file->bytes().size()) continue;
-      out.push_back({path, p.offset, p.length, p.torn_tail,
-                     (p.torn_tail ? "received bytes cut short: " : "received bytes damaged: ") + p.reason});
-    }
-  }
-  return out;
+  (void)IndexPayloads();
+  return payload_problems_;
 }
 
+// Indexes every payload block whose checksum holds, and keeps what the scan
+// found damaged: one pass over the streams serves lookups and verification.
 Status RankReader::IndexPayloads() const {
   if (payloads_indexed_) return Status::Ok();
   payload_files_ = PayloadFiles(dir_);
   if (payload_files_.empty()) {
     return Status::NotFound(dir_ + " has no payloads: record at level data to keep received bytes");
   }
+  const bool running = IsRunning(dir_);
   for (size_t i = 0; i < payload_files_.size(); ++i) {
-    auto file = MappedFile::Open(payload_files_[i]);
-    if (!file.ok()) return file.status();
+    const std::string& path = payload_files_[i];
+    auto file = MappedFile::Open(path);
+    if (!file.ok()) {
+      payload_problems_.push_back({path, 0, 0, false, file.status().message()});
+      continue;
+    }
     format::FileHeader fh;
-    REPLAY_RETURN_IF_ERROR(
-        CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, payload_files_[i], &fh));
+    if (Status st = CheckFileHeader(file->bytes(), format::StreamKind::kPayloads, path, &fh); !st.ok()) {
+      payload_problems_.push_back({path, 0, file->bytes().size(), false, st.message()});
+      continue;
+    }
     BlockScanner scanner(file->bytes(), fh.header_size);
     FoundBlock block;
     while (scanner.Next(&block)) {
       if (block.header.kind == static_cast<uint8_t>(format::BlockKind::kPayload)) {
         payload_blocks_.emplace(block.header.tag, std::make_pair(i, block.offset));
       }
+    }
+    for (const BlockProblem& p : scanner.problems()) {
+      // A running rank may be appending its last payload right now.
+      if (running && p.offset + p.length == file->bytes().size()) continue;
+      payload_problems_.push_back({path, p.offset, p.length, p.torn_tail,
+                                   (p.torn_tail ? "received bytes cut short: " : "received bytes damaged: ") + p.reason});
     }
   }
   payloads_indexed_ = true;
@@ -632,8 +624,7 @@ std::vector<std::string> RankReader::ReceivedBytesDamage(std::vector<uint64_t> n
   }
   if (named.empty()) {
     for (const Event& e : events_) {
-      if (e.kind == EventKind::kReturn && e.ret.payload_size != 0) named.push_back(e.ret.payload_hash);
-      if (e.kind == EventKind::kCompletion && e.completion.payload_size != 0) named.push_back(e.completion.payload_hash);
+      if (auto h = NamedPayload(e)) named.push_back(*h);
     }
   }
   const std::string_view window = header_.Env("REPLAY_DATA_WINDOW");

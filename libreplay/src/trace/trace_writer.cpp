@@ -176,12 +176,12 @@ Status TraceWriter::Start() {
     m.level = h.level;
     REPLAY_RETURN_IF_ERROR(st.fs->WriteAtomic(manifest_path, EncodeJobManifest(m)));
   }
-  REPLAY_RETURN_IF_ERROR(WriteHeader(false));
+  size_t header_size = 0;
+  REPLAY_RETURN_IF_ERROR(WriteHeader(false, &header_size));
   // Room for the closing header, kept now: a disk that fills while the job
   // runs must not leave the rank without its end and the reason it stopped.
   // Without it the rank records all the same.
-  (void)st.fs->ReserveFor(rank_dir_ + "/" + format::kHeaderFile,
-                          std::max<uint64_t>(64 * 1024, 4 * EncodeRankHeader(options_.header).size()));
+  (void)st.fs->ReserveFor(rank_dir_ + "/" + format::kHeaderFile, std::max<uint64_t>(64 * 1024, 4 * header_size));
 
   REPLAY_ASSIGN_OR_RETURN(st.events, st.fs->OpenAppend(rank_dir_ + "/" + format::kEventsFile, true));
   std::string fh;
@@ -545,7 +545,7 @@ Status TraceWriter::Flush() {
   return s;
 }
 
-Status TraceWriter::WriteHeader(bool complete) {
+Status TraceWriter::WriteHeader(bool complete, size_t* size) {
   State& st = *state_;
   std::string bytes;
   {
@@ -553,6 +553,7 @@ Status TraceWriter::WriteHeader(bool complete) {
     options_.header.complete = complete;
     bytes = EncodeRankHeader(options_.header);
   }
+  if (size != nullptr) *size = bytes.size();
   return st.fs->WriteAtomic(rank_dir_ + "/" + format::kHeaderFile, bytes);
 }
 
