@@ -61,7 +61,7 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* p
   row.pid = rr.header().pid;
   row.close_reason = rr.header().close_reason;
   if (rr.status() == RankStatus::kFailed) {
-    row.recording_error = rr.header().recording_error.empty() ? "the recorder left no reason" : rr.header().recording_error;
+    row.recording_error = WhyRecordingStopped(rr.header());
   }
   auto walk = rr.ForEachEvent(progress->Counting([&](const Event& e) {
     if (e.kind == EventKind::kSignal && e.signal.fatal) row.fatal_signal = e.signal.signo;

@@ -59,6 +59,11 @@ struct RankStats {
   uint64_t payload_bytes = 0;    // payloads stream size on disk
 };
 
+// Why a rank's recording stopped early, as its header (or ring) says.
+inline std::string WhyRecordingStopped(const RankHeader& h) {
+  return h.recording_error.empty() ? "the recorder left no reason" : h.recording_error;
+}
+
 // The payload an event names (a receive's bytes, level data): its hash.
 inline std::optional<uint64_t> NamedPayload(const Event& e) {
   if (e.kind == EventKind::kReturn && e.ret.payload_size != 0) return e.ret.payload_hash;

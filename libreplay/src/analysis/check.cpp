@@ -217,8 +217,7 @@ Result<CheckReport> CheckTrace(const TraceReader& trace, const CheckOptions& opt
     }
     if (d.status == RankStatus::kFailed) {
       // The program ran on unrecorded: nothing after the last event is known.
-      const std::string why = d.header.recording_error.empty() ? "the recorder left no reason"
-                                                               : d.header.recording_error;
+      const std::string why = WhyRecordingStopped(d.header);
       const std::string after = d.unrecorded > 0 ? "; " + std::to_string(d.unrecorded) + " later calls were not recorded"
                                                  : "";
       report.notes.push_back("rank " + std::to_string(d.rank) + ": recording stopped after " +

@@ -295,9 +295,7 @@ std::string Narrator::Doing(int32_t rank) const {
     } else if (d->last_call) {
       where = " after " + Call(*d->last_call, *d) + (d->last_call_returned ? " returned" : "");
     }
-    return "its recording stopped" + where + " (" +
-           (d->header.recording_error.empty() ? "the recorder left no reason" : d->header.recording_error) +
-           "); it ran on unrecorded";
+    return "its recording stopped" + where + " (" + WhyRecordingStopped(d->header) + "); it ran on unrecorded";
   }
   if (!d->blocked.empty()) {
     const BlockedCall& b = d->blocked.front();
