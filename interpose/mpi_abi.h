@@ -50,6 +50,7 @@ using replay::RedOp;
   X(Cartdim_get, (MPI_Comm, int*))                                           \
   X(Graph_neighbors_count, (MPI_Comm, int, int*))                            \
   X(Dist_graph_neighbors_count, (MPI_Comm, int*, int*, int*))                \
+  X(Dist_graph_neighbors, (MPI_Comm, int, int*, int*, int, int*, int*))      \
   X(Error_string, (int, char*, int*))                                        \
   X(Type_free, (MPI_Datatype*))                                              \
   X(Unpack, (const void*, int, int*, void*, int, MPI_Datatype, MPI_Comm))    \

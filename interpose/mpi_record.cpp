@@ -1005,6 +1005,33 @@ void Call::LeaveRma(int rc) {
   AppendReturn(rc);
 }
 
+// A distributed graph's neighbours, as MPI made them: with MPI_Dist_graph_create
+// a rank may name the edges of others, so a rank re-run alone could not work
+// them out from its own arguments.
+void Call::NoteDistGraph(MPI_Comm created) {
+  const MpiAbi& abi = Abi();
+  int in = 0, out = 0, weighted = 0;
+  if (abi.Dist_graph_neighbors_count(created, &in, &out, &weighted) != MPI_SUCCESS || in < 0 || out < 0) return;
+  Topology t;
+  t.kind = Topology::Kind::kDistGraph;
+  t.weighted = weighted != 0;
+  t.sources.resize(static_cast<size_t>(in));
+  t.destinations.resize(static_cast<size_t>(out));
+  t.source_weights.resize(static_cast<size_t>(in));
+  t.destination_weights.resize(static_cast<size_t>(out));
+  if (abi.Dist_graph_neighbors(created, in, t.sources.data(), t.source_weights.data(), out, t.destinations.data(),
+                               t.destination_weights.data()) != MPI_SUCCESS) {
+    return;
+  }
+  if (!t.weighted) {
+    t.source_weights.clear();
+    t.destination_weights.clear();
+  }
+  std::string text(kDistGraphInfoKey);
+  text += t.DistGraphText();
+  Emit(EventKind::kInfo, InfoEvent{static_cast<uint32_t>(kDistGraphInfoKey.size())}, 0, {}, text);
+}
+
 void Call::LeaveCommCreate(int rc) {
   AppendReturn(rc);
   const MpiAbi& abi = Abi();
@@ -1051,6 +1078,7 @@ void Call::LeaveCommCreate(int rc) {
   e.flags = static_cast<uint16_t>((inter ? comm_flags::kInter : 0) | (topology ? comm_flags::kTopology : 0));
   std::vector<int64_t> list(members.begin(), members.end());
   Emit(EventKind::kCommCreate, e, call_site_, list);
+  if (api_ == kApi_MPI_Dist_graph_create || api_ == kApi_MPI_Dist_graph_create_adjacent) NoteDistGraph(nc);
   if (req != nullptr) {
     PendingOp p;
     p.request_id = op_.request;

@@ -22,6 +22,7 @@
 #include "record/recorder.h"
 #include "replay/op_shape.h"
 #include "replay/oracle.h"
+#include "replay/topology.h"
 
 namespace replay::rerun {
 class Session;
@@ -243,7 +244,10 @@ class Call {
   // A matched probe's message, for the matched receive that takes it (in a
   // rank re-run alone every message is MPI_MESSAGE_NO_PROC, taken at once).
   void NoteMatchedMessage(MPI_Message handle, int matched_source, int matched_tag);
-  void NoteTopology(MPI_Comm created);
+  // The topology a created communicator has in a rank re-run alone: from the
+  // call's arguments, or for a distributed graph what the recording holds.
+  void NoteTopology(MPI_Comm created, const ServedCall& served);
+  void NoteDistGraph(MPI_Comm created);
   int ForwardTopology();
   void AppendOp();
   void AppendReturn(int rc);

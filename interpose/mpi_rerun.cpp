@@ -224,17 +224,23 @@ bool VirtualNeighborCounts(MPI_Comm comm, int rank, int* in, int* out) {
 
 // The topology a creating call gives its new communicator, from the call's
 // own arguments (the same in the re-run as in the recording, or the call
-// diverged).
-void Call::NoteTopology(MPI_Comm created) {
+// diverged); a distributed graph's neighbours from the recording, where MPI
+// worked them out from every rank's edges.
+void Call::NoteTopology(MPI_Comm created, const ServedCall& served) {
   std::optional<Topology> t;
-  switch (api_) {
-    case kApi_MPI_Cart_create: t = Topology::Cart(topo_n, topo_a, topo_b); break;
-    case kApi_MPI_Cart_sub:
-      if (auto parent = TopologyOf(comm)) t = Topology::CartSub(*parent, topo_a);
-      break;
-    case kApi_MPI_Graph_create: t = Topology::Graph(topo_n, topo_a, topo_b); break;
-    case kApi_MPI_Dist_graph_create_adjacent: t = Topology::DistGraph(topo_n, topo_a, topo_m, topo_b); break;
-    default: break;
+  for (const Event* e : served.infos) {
+    if (e->info_key() == kDistGraphInfoKey) t = Topology::ParseDistGraph(e->info_value());
+  }
+  if (!t) {
+    switch (api_) {
+      case kApi_MPI_Cart_create: t = Topology::Cart(topo_n, topo_a, topo_b); break;
+      case kApi_MPI_Cart_sub:
+        if (auto parent = TopologyOf(comm)) t = Topology::CartSub(*parent, topo_a);
+        break;
+      case kApi_MPI_Graph_create: t = Topology::Graph(topo_n, topo_a, topo_b); break;
+      case kApi_MPI_Dist_graph_create_adjacent: t = Topology::DistGraph(topo_n, topo_a, topo_m, topo_b); break;
+      default: break;
+    }
   }
   if (!t) return;
   std::lock_guard<std::mutex> lock(g_topologies_mu);
@@ -284,11 +290,15 @@ int Call::ServeTopology() {
     case kApi_MPI_Dist_graph_neighbors_count:
       *topo_out[0] = static_cast<int>(t->sources.size());
       *topo_out[1] = static_cast<int>(t->destinations.size());
-      *topo_out[2] = 0;
+      *topo_out[2] = t->weighted ? 1 : 0;
       break;
     case kApi_MPI_Dist_graph_neighbors:
       CopyOut(t->sources, topo_n, topo_out[0]);
       CopyOut(t->destinations, topo_m, topo_out[2]);
+      if (t->weighted) {
+        CopyOut(t->source_weights, topo_n, topo_out[1]);
+        CopyOut(t->destination_weights, topo_m, topo_out[3]);
+      }
       break;
     default: return ForwardTopology();
   }
@@ -552,7 +562,7 @@ int Call::ServeOp() {
         if (cc.flags & comm_flags::kInter) remote = cc.size;  // the remote size is not recorded; the local one stands in
         ctx_.comms->Insert(Handle(*newcomm), cc.comm, cc.size, cc.rank,
                            std::vector<int32_t>(e.list.begin(), e.list.end()), remote);
-        if (topology) NoteTopology(*newcomm);
+        if (topology) NoteTopology(*newcomm, served);
       }
       if (req != nullptr) {
         NullRequest(req, false);

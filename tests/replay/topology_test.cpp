@@ -69,5 +69,38 @@ TEST_CASE("a graph's neighbours come from its index and edges", "[replay]") {
   CHECK(d.destinations == std::vector<int>{1, 2});
 }
 
+TEST_CASE("a distributed graph's neighbours read back from the text the recording stores", "[replay]") {
+  const int sources[] = {3, 1}, destinations[] = {2};
+  Topology t = Topology::DistGraph(2, sources, 1, destinations);
+  CHECK(t.DistGraphText() == "in=3,1;out=2");
+  std::optional<Topology> back = Topology::ParseDistGraph(t.DistGraphText());
+  REQUIRE(back);
+  CHECK(back->kind == Topology::Kind::kDistGraph);
+  CHECK(back->sources == t.sources);
+  CHECK(back->destinations == t.destinations);
+  CHECK(!back->weighted);
+
+  t.weighted = true;
+  t.source_weights = {5, -7};
+  t.destination_weights = {1};
+  back = Topology::ParseDistGraph(t.DistGraphText());
+  REQUIRE(back);
+  CHECK(back->weighted);
+  CHECK(back->source_weights == std::vector<int>{5, -7});
+  CHECK(back->destination_weights == std::vector<int>{1});
+
+  // No neighbours at all is a graph too.
+  back = Topology::ParseDistGraph("in=;out=");
+  REQUIRE(back);
+  CHECK(back->sources.empty());
+  CHECK(back->destinations.empty());
+
+  for (const char* bad : {"", "in=1", "in=1;out=x", "in=1;out=2;in_weights=1,2;out_weights=1", "in=1;up=2;out=3",
+                          "in=1,;out=2"}) {
+    INFO(bad);
+    CHECK(!Topology::ParseDistGraph(bad));
+  }
+}
+
 }  // namespace
 }  // namespace replay

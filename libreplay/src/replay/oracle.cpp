@@ -224,7 +224,9 @@ Result<ServedCall> Oracle::ServeFrom(Cursor& c, std::string_view api, CallForm f
           call.created.push_back(&after);
         } else if (after.kind == EventKind::kError) {
           call.errors.push_back(&after);
-        } else if (after.kind != EventKind::kInfo && after.kind != EventKind::kCommFree) {
+        } else if (after.kind == EventKind::kInfo) {
+          call.infos.push_back(&after);
+        } else if (after.kind != EventKind::kCommFree) {
           break;
         }
         last_index_ = std::max<int64_t>(last_index_, static_cast<int64_t>(after.index));

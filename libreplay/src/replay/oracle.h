@@ -56,6 +56,7 @@ struct ServedCall {
   std::vector<const Event*> completions;  // requests the call completed
   std::vector<const Event*> created;      // communicators the call created
   std::vector<const Event*> errors;
+  std::vector<const Event*> infos;        // facts recorded with its return (a distributed graph's neighbours)
 };
 
 // How the recording of a thread ends, once it has been served entirely.

@@ -1,6 +1,75 @@
 #include "replay/topology.h"
 
+#include <charconv>
+
 namespace replay {
+
+namespace {
+
+void AppendList(std::string* out, std::string_view name, const std::vector<int>& values) {
+  if (!out->empty()) out->push_back(';');
+  out->append(name);
+  out->push_back('=');
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    out->append(std::to_string(values[i]));
+  }
+}
+
+bool ParseList(std::string_view text, std::vector<int>* values) {
+  values->clear();
+  if (text.empty()) return true;
+  for (;;) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    int v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) return false;
+    values->push_back(v);
+    if (comma == std::string_view::npos) return true;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+std::string Topology::DistGraphText() const {
+  std::string out;
+  AppendList(&out, "in", sources);
+  AppendList(&out, "out", destinations);
+  if (weighted) {
+    AppendList(&out, "in_weights", source_weights);
+    AppendList(&out, "out_weights", destination_weights);
+  }
+  return out;
+}
+
+std::optional<Topology> Topology::ParseDistGraph(std::string_view text) {
+  Topology t;
+  t.kind = Kind::kDistGraph;
+  bool in = false, out = false;
+  while (!text.empty()) {
+    size_t semi = text.find(';');
+    std::string_view field = text.substr(0, semi);
+    size_t eq = field.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    std::string_view name = field.substr(0, eq);
+    std::vector<int>* into = name == "in"            ? (in = true, &t.sources)
+                             : name == "out"         ? (out = true, &t.destinations)
+                             : name == "in_weights"  ? (t.weighted = true, &t.source_weights)
+                             : name == "out_weights" ? (t.weighted = true, &t.destination_weights)
+                                                     : nullptr;
+    if (into == nullptr || !ParseList(field.substr(eq + 1), into)) return std::nullopt;
+    if (semi == std::string_view::npos) break;
+    text.remove_prefix(semi + 1);
+  }
+  if (!in || !out) return std::nullopt;
+  if (t.weighted && (t.source_weights.size() != t.sources.size() ||
+                     t.destination_weights.size() != t.destinations.size())) {
+    return std::nullopt;
+  }
+  return t;
+}
 
 Topology Topology::Cart(int ndims, const int* dims, const int* periods) {
   Topology t;

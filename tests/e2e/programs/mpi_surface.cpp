@@ -64,6 +64,25 @@ int main(int argc, char** argv) {
   int sources[1] = {left}, dests[1] = {right};
   MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, sources, MPI_UNWEIGHTED, 1, dests, MPI_UNWEIGHTED,
                                  MPI_INFO_NULL, 0, &graph);
+  // A weighted graph whose edges each rank names for others (right -> left,
+  // weight rank + 1): its neighbours only MPI knows.
+  MPI_Comm named;
+  int edge_from[1] = {right}, degree[1] = {1}, target[1] = {left}, weight[1] = {rank + 1};
+  MPI_Dist_graph_create(MPI_COMM_WORLD, 1, edge_from, degree, target, weight, MPI_INFO_NULL, 0, &named);
+  int indeg = 0, outdeg = 0, weighted = 0;
+  MPI_Dist_graph_neighbors_count(named, &indeg, &outdeg, &weighted);
+  MixInt(indeg * 100 + outdeg * 10 + weighted);
+  std::vector<int> nsrc(static_cast<size_t>(indeg)), nsw(static_cast<size_t>(indeg));
+  std::vector<int> ndst(static_cast<size_t>(outdeg)), ndw(static_cast<size_t>(outdeg));
+  MPI_Dist_graph_neighbors(named, indeg, nsrc.data(), nsw.data(), outdeg, ndst.data(), ndw.data());
+  Mix(nsrc);
+  Mix(nsw);
+  Mix(ndst);
+  Mix(ndw);
+  std::vector<int> from_named(static_cast<size_t>(indeg), -1);
+  MPI_Neighbor_allgather(&rank, 1, MPI_INT, from_named.data(), 1, MPI_INT, named);
+  Mix(from_named);
+  MPI_Comm_free(&named);
   MPI_Comm inter, merged;
   // Keys are -rank, so each half's local rank 0 is its highest world rank.
   int top_odd = (size - 1) % 2 == 1 ? size - 1 : size - 2, top_even = (size - 1) % 2 == 0 ? size - 1 : size - 2;
