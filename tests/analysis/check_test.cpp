@@ -511,6 +511,25 @@ TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no 
   CHECK(report.findings[0].title == "rank 1 crashed with SIGSEGV");
 }
 
+TEST_CASE("a rank made to exit while it waited in a call says both", "[analysis]") {
+  // mpirun killed: its ranks lose their launcher and exit from inside the call
+  // they wait in, one of them in a collective the other never reached.
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), 2);
+    job.InitAll();
+    job.Allreduce(0, SyntheticJob::World(), 1, 8, false);
+    job.Exit(0);
+    job.Exit(1);
+  }
+  CheckReport report = Check(dir.path(), CheckOptions{});
+  INFO(Titles(report));
+  REQUIRE(!report.findings.empty());
+  CHECK(report.ranks[0].doing.find("in MPI_Allreduce on WORLD #1 for ") == 0);
+  CHECK(report.ranks[0].doing.find("; then exited without calling MPI_Finalize") != std::string::npos);
+  CHECK(report.ranks[1].doing.find("exited without calling MPI_Finalize") == 0);
+}
+
 TEST_CASE("check judges nothing past the end of a trace a full disk cut short, and says so", "[analysis]") {
   // Rank 2's disk fills inside its allreduce #3 (its trace ends there, the
   // call never seen to return), while a message rank 0 sends it and the

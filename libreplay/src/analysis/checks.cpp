@@ -307,6 +307,11 @@ std::string Narrator::Doing(int32_t rank) const {
     }
     s += " " + WaitPhrase(*d, b.call.enter_ns);
     if (b.stuck) s += b.enqueued ? ", never completed" : ", never returned";
+    if (death.empty() && d->status == RankStatus::kComplete && d->header.close_reason == CloseReason::kExit &&
+        d->mpi_init && !d->mpi_finalize) {
+      // Made to exit while it waited: its launcher gone, or a thread of its own.
+      death = "exited without calling MPI_Finalize";
+    }
     if (!death.empty()) s += "; then " + death;
     return s;
   }
