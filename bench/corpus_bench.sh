@@ -24,12 +24,21 @@ mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
 source bench/lib.sh
 seconds() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc -l; }
 
+# LAMMPS's own "melt" example, 100 steps (as the corpus test runs it).
+lammps_input() {
+  printf 'units lj\natom_style atomic\nlattice fcc 0.8442\nregion box block 0 6 0 6 0 6\ncreate_box 1 box\n' >in.melt
+  printf 'create_atoms 1 box\nmass 1 1.0\nvelocity all create 3.0 87287 loop geom\npair_style lj/cut 2.5\n' >>in.melt
+  printf 'pair_coeff 1 1 1.0 1.0 2.5\nneighbor 0.3 bin\nneigh_modify every 20 delay 0 check no\n' >>in.melt
+  printf 'fix 1 all nve\nthermo 25\nrun 100\n' >>in.melt
+}
+
 # name | environment | set-up | command of one rank
 programs=(
   "numpy+mpi4py trainer|||/usr/bin/python3 $src/tests/e2e/programs/mpi4py_train.py --steps 20"
   "mpi4py.bench helloworld|||/usr/bin/python3 -m mpi4py.bench helloworld"
   "mpi4py.bench ringtest|||/usr/bin/python3 -m mpi4py.bench ringtest -n 1024 -l 200"
   "PT-Scotch dgpart|SCOTCH_PTHREAD_NUMBER=1|gmk_m2 80 80 mesh.grf|dgpart $ranks mesh.grf parts.map"
+  "LAMMPS melt, 100 steps||lammps_input|lmp -in in.melt -log none"
 )
 
 printf 'ranks %d, rounds %d (interleaved pairs; medians)\n\n' "$ranks" "$rounds"
