@@ -774,6 +774,7 @@ void Call::DoEnter() {
       op_.peer = peer >= 0 ? peer : kNoPeer;
       op_.redop = OpOf(op);
       if (stype != nullptr) describe_send(stype, scount);
+      if (req != nullptr) op_.request = ctx_.requests->NextId();
       AppendOp();
       return;
   }
@@ -1003,6 +1004,23 @@ void Call::LeaveRma(int rc) {
     FingerprintRegion(ctx_, r, Abi().comm_self, &hash, &nan, &inf, &ret_.payload_hash, &ret_.payload_size);
   }
   AppendReturn(rc);
+  if (req != nullptr && rc == MPI_SUCCESS) ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), RmaRequest(op_.request));
+}
+
+// A request-based one-sided call's request: an MPI_Rget's origin buffer holds
+// what it read once the request completes, received data as a receive's.
+PendingOp Call::RmaRequest(uint64_t request_id) const {
+  PendingOp p;
+  p.request_id = request_id;
+  p.api = api_;
+  p.kind = OpKind::kRma;
+  p.comm_handle = Handle(Abi().comm_self);
+  p.is_recv = api_ == kApi_MPI_Rget;
+  if (p.is_recv) {
+    p.recv_pieces.push_back({reinterpret_cast<uint64_t>(rbuf), static_cast<uint64_t>(scount),
+                             reinterpret_cast<uint64_t>(stype)});
+  }
+  return p;
 }
 
 // A distributed graph's neighbours, as MPI made them: with MPI_Dist_graph_create

@@ -218,7 +218,8 @@ class Call {
   // One-sided calls: registers the window a creating call made, forgets a
   // freed one, and notes the origin buffer of a read.
   void NoteRma(int rc);
-  int ServeRma(int rc, const Event& recorded_return);
+  int ServeRma(int rc, const Event& recorded_op, const Event& recorded_return);
+  PendingOp RmaRequest(uint64_t request_id) const;
   template <typename Body>
   void Emit(EventKind kind, const Body& body, uint64_t site, std::span<const int64_t> list = {},
             std::string_view text = {}) {

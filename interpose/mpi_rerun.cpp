@@ -665,7 +665,7 @@ int Call::ServeOp() {
       return rc;
     }
     case Shape::kRma:
-      return ServeRma(rc, *served.ret);
+      return ServeRma(rc, rec_op, *served.ret);
     case Shape::kColl: {
       if (req != nullptr) {
         NullRequest(req, true);
@@ -684,7 +684,7 @@ int Call::ServeOp() {
 // One-sided calls of a rank alone: its windows are windows of this singleton
 // process over the same memory (real handles), the data calls do nothing, and
 // each synchronisation writes back what the rank saw there in the recording.
-int Call::ServeRma(int rc, const Event& recorded_return) {
+int Call::ServeRma(int rc, const Event& recorded_op, const Event& recorded_return) {
   const MpiAbi& abi = Abi();
   switch (api_) {
     case kApi_MPI_Win_create: {
@@ -706,8 +706,12 @@ int Call::ServeRma(int rc, const Event& recorded_return) {
       break;
     case kApi_MPI_Rput:
     case kApi_MPI_Rget:
-      Stop(Verdict::kFailed, std::string(ApiName(api_)) +
-                                 ": request-based one-sided communication cannot be re-run without the other ranks");
+      // A request that completes at once; its wait fills what the read got.
+      if (req != nullptr && rc == MPI_SUCCESS) {
+        NullRequest(req, api_ == kApi_MPI_Rget);
+        ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), RmaRequest(recorded_op.op.request));
+      }
+      return rc;
     default:
       break;
   }

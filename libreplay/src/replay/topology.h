@@ -10,7 +10,7 @@
 // the edge of a non-periodic dimension). A distributed graph made by
 // MPI_Dist_graph_create is the exception: each rank may name edges of others,
 // so its neighbours are known only to MPI; the recording stores what MPI
-// answered (an info event `mpi.dist_graph` after the creation, DistGraphText)
+// answered (an info event `topology.dist_graph` after the creation, DistGraphText)
 // and the re-run takes them from there.
 //
 // Thread safety: plain values.
@@ -26,7 +26,7 @@
 namespace replay {
 
 // The info key of a distributed graph's recorded neighbours.
-inline constexpr std::string_view kDistGraphInfoKey = "mpi.dist_graph";
+inline constexpr std::string_view kDistGraphInfoKey = "topology.dist_graph";
 
 struct Topology {
   enum class Kind { kNone, kCart, kGraph, kDistGraph };

@@ -359,6 +359,19 @@ int main(int argc, char** argv) {
   MPI_Fetch_and_op(&value, &fetched, MPI_INT, right, 0, MPI_NO_OP, win);
   MPI_Win_unlock(right, win);
   MixInt(fetched);
+  // Request-based: a read of the left neighbour's window, complete at its wait.
+  MPI_Win_lock_all(0, win);
+  MPI_Request rma[2];
+  int read_back[2] = {-1, -1};
+  MPI_Rget(read_back, 2, MPI_INT, left, 0, 2, MPI_INT, win, &rma[0]);
+  MPI_Wait(&rma[0], MPI_STATUS_IGNORE);
+  MPI_Win_unlock_all(win);
+  MPI_Barrier(MPI_COMM_WORLD);  // every read done before any rank writes
+  MPI_Win_lock_all(0, win);
+  MPI_Rput(&value, 1, MPI_INT, rank, 0, 1, MPI_INT, win, &rma[1]);
+  MPI_Wait(&rma[1], MPI_STATUS_IGNORE);
+  MPI_Win_unlock_all(win);
+  MixInt(read_back[0] * 1000 + read_back[1]);
   MPI_Win_free(&win);
 
   for (MPI_Comm* cm : {&dup, &split, &node, &idup, &cart, &cart_sub, &graph, &inter, &merged}) MPI_Comm_free(cm);
