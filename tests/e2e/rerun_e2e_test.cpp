@@ -364,6 +364,11 @@ TEST_CASE("every intercepted MPI call re-runs: each end rank alone, and the whol
       CHECK(all.exit_code == 0);
       CHECK(Grep(all.output, "reproduced identically").size() == 1);
       CHECK(Sorted(Grep(all.output, " checksum ")) == Sorted(Grep(rec.output, " checksum ")));
+      // Its communication alone re-issued completes too (a cancelled receive cancelled again).
+      RunResult driven = Run(Replay() + " drive " + (tmp / "t") + " --timeout 60");
+      INFO(driven.output);
+      CHECK(driven.exit_code == 0);
+      CHECK(Grep(driven.output, "completed after").size() == 1);
     }
   }
 }

@@ -751,9 +751,14 @@ int Driver::Run() {
       case OpKind::kMrecv:
         PointToPoint(i);
         break;
+      case OpKind::kCancel: {
+        // A receive the program gave up on: cancelled here too, or its wait hangs.
+        auto it = requests_.find(op.request);
+        if (it != requests_.end()) MPI_Cancel(&it->second->request);
+        break;
+      }
       case OpKind::kProbe:
       case OpKind::kStart:
-      case OpKind::kCancel:
       case OpKind::kOther:
         break;  // their effect is in the sends and receives they lead to
       case OpKind::kRma:
