@@ -1,17 +1,14 @@
 #include "log.h"
 
-#include <unistd.h>
-
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "util/log.h"
+
 namespace replay::interpose {
 
-void Warn(const std::string& message) {
-  std::string line = "replay: " + message + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-}
+void Warn(const std::string& message) { log::Warn("replay: " + message); }
 
 void WarnOnce(const char* key, const std::string& message) {
   static std::mutex mu;

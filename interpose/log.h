@@ -1,5 +1,6 @@
-// log.h: how the preload speaks: one line on stderr, written with write(2) so
-// that it is safe anywhere, including where the C library's stdio is not.
+// log.h: how the preload warns: one line on stderr, "replay: " first, through
+// the project's logger (util/log.h: spdlog, one write(2) per line, REPLAY_LOG
+// chooses what is said), never through the C library's stdio.
 #pragma once
 
 #include <string>

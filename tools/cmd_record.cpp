@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "util/log.h"
 #include "command.h"
 #include "launch.h"
 #include "replay/event_format.h"
@@ -192,10 +193,8 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
                               "; the job was not started: choose a writable place with -o DIR");
   }
   if (int64_t free = FileSystem::Default()->FreeBytes(dir); free >= 0 && free < kLowDiskBytes) {
-    std::fprintf(stderr,
-                 "replay record: only %s free for %s: recording stops where the disk fills (the job runs on, "
-                 "and the trace says where it stops)\n",
-                 HumanBytes(static_cast<uint64_t>(free)).c_str(), dir.c_str());
+    log::Warn("replay record: only " + HumanBytes(static_cast<uint64_t>(free)) + " free for " + dir +
+              ": recording stops where the disk fills (the job runs on, and the trace says where it stops)");
   }
 
   Uuid uuid = NewUuid();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "util/log.h"
 #include "command.h"
 #include "launch.h"
 #include "record/program_identity.h"
@@ -295,7 +296,7 @@ int Run(const Options& opt) {
     std::string msg = "the command differs from the one rank " + std::to_string(opt.rank) + " ran: recorded `" +
                       Join(recorded) + "`, given `" + Join(opt.command) + "`";
     if (opt.require_same_command) return Fail("rerun", msg + " (--require-same-command)");
-    std::fprintf(stderr, "replay rerun: warning: %s; going on\n", msg.c_str());
+    log::Warn("replay rerun: warning: " + msg + "; going on");
   }
   std::string lib = FindInterposer();
   if (lib.empty()) return Fail("rerun", "cannot find libreplay_interpose.so (set REPLAY_INTERPOSE_LIB)");

@@ -655,6 +655,34 @@ TEST_CASE("an unwritable REPLAY_DIR turns recording off with one warning per ran
   CHECK(losses(pre.output) == losses(plain.output));
 }
 
+TEST_CASE("REPLAY_LOG says as much as asked: off silences warnings, info tells which process records which rank", "[e2e]") {
+  TempDir tmp;
+  std::string program = Train(2, "--steps 3");
+  RunResult off = Run("REPLAY_LOG=off LD_PRELOAD=" + testing::Preload() + " REPLAY_DIR=/proc/replay-cannot-be-here " +
+                      program);
+  INFO(off.output);
+  CHECK(off.exit_code == 0);
+  CHECK(Grep(off.output, "replay:").empty());
+  CHECK(Grep(off.output, " loss ").size() == Grep(Run(program).output, " loss ").size());
+
+  RunResult info = Run("REPLAY_LOG=info " + Record(tmp / "t", program, "meta"));
+  INFO(info.output);
+  CHECK(info.exit_code == 0);
+  for (int rank : {0, 1}) {
+    CHECK(Grep(info.output, "records as rank " + std::to_string(rank) + " of 2 at level meta into ").size() == 1);
+  }
+  // The default says nothing of it.
+  RunResult quiet = Run(Record(tmp / "q", program, "meta"));
+  CHECK(Grep(quiet.output, "records as rank").empty());
+
+  RunResult unknown = Run("REPLAY_LOG=loud LD_PRELOAD=" + testing::Preload() +
+                          " REPLAY_DIR=/proc/replay-cannot-be-here " + program);
+  INFO(unknown.output);
+  CHECK(unknown.exit_code == 0);
+  CHECK(Grep(unknown.output, "REPLAY_LOG=loud is not one of off, error, warn, info, debug, trace").size() == 2);
+  CHECK(Grep(unknown.output, "replay: recording is off").size() == 2);
+}
+
 TEST_CASE("an unwritable trace directory is refused before the job starts", "[e2e]") {
   RunResult r = Run(Replay() + " record -o /proc/replay-cannot-be-here -- echo started");
   CHECK(r.exit_code == 2);

@@ -53,6 +53,8 @@ namespace replay {
     "1 also records the driver calls of programs and modules linked against libcuda itself (Triton's kernel launchers, for one), by pointing their imports of the recorded functions at the recorder; 0 leaves them untouched.") \
   X(nccl_profiler_plugin, "NCCL_PROFILER_PLUGIN", "",                                           \
     "The NCCL profiler plugin NCCL would load if NCCL_PROFILER_PLUGIN did not name the recorder (`replay record` moves the user's choice here): the recorder passes NCCL's profiler calls on to it. Empty: libnccl-profiler.so if there is one; none: no plugin.") \
+  X(log, "LOG", "warn",                                                                          \
+    "What the preload and the command say on stderr besides their results: off, error, warn (what went wrong and what the program does about it), info (also which process records or re-runs which rank, where), debug, trace.") \
   X(trace_uuid, "TRACE_UUID", "",                                                               \
     "Identity shared by all ranks of one recording; `replay record` sets it. Empty: derived from the launcher's job id.")
 

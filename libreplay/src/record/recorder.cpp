@@ -13,6 +13,7 @@
 #include "replay/version.h"
 #include "trace/format.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 namespace replay {
 
@@ -35,10 +36,7 @@ Event* g_early[kEarlyMax];
 std::atomic<int> g_early_count{0};
 std::mutex g_early_mu;
 
-void Warn(const std::string& msg) {
-  std::string line = "replay: " + msg + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
-}
+void Warn(const std::string& msg) { log::Warn("replay: " + msg); }
 
 void CloseAtExit() {
   if (Recorder* r = Recorder::Peek()) r->Close(CloseReason::kExit);
@@ -159,6 +157,11 @@ Status Recorder::Start() {
   REPLAY_ASSIGN_OR_RETURN(writer_, TraceWriter::Open(std::move(o)));
   if (!launcher.launcher.empty()) AppendInfo("launcher", launcher.launcher);
   if (launcher.local_rank >= 0) AppendInfo("launcher.local_rank", std::to_string(launcher.local_rank));
+  if (log::Enabled(log::Level::kInfo)) {
+    log::Info("replay: pid " + std::to_string(h.pid) + " (" + h.executable + ") records as rank " +
+              std::to_string(h.rank) + " of " + std::to_string(h.world_size) + " at level " +
+              std::string(LevelName(level_)) + " into " + settings_.dir);
+  }
   return Status::Ok();
 }
 

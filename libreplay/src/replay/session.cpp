@@ -14,6 +14,7 @@
 #include "record/program_identity.h"
 #include "replay/event_format.h"
 #include "replay/settings.h"
+#include "util/log.h"
 
 namespace replay::rerun {
 
@@ -119,6 +120,11 @@ void Session::Start() {
   if (!oracle.ok()) Stop(Verdict::kFailed, oracle.status().message());
   oracle_ = std::move(oracle).value();
   const RankHeader& h = oracle_->header();
+  if (log::Enabled(log::Level::kInfo)) {
+    log::Info("replay: pid " + std::to_string(getpid()) + " re-runs rank " + std::to_string(o.rank) + " of " +
+              o.trace_dir + (internal::g_all ? " with the other ranks" : " alone") +
+              (from_mark_ ? " from mark " + o.from_mark : ""));
+  }
   if (h.level != Level::kData && !internal::g_all) {
     Stop(Verdict::kFailed, "rank " + std::to_string(o.rank) + " was recorded at level " +
                                std::string(LevelName(h.level)) +

@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "replay/trace_writer.h"
 
 #include <pthread.h>
@@ -363,8 +364,7 @@ void TraceWriter::Fail(const Status& status) {
     if (options_.on_failure) {
       options_.on_failure(status);
     } else {
-      std::fprintf(stderr, "replay: recording stopped: %s; the program continues unrecorded\n",
-                   status.ToString().c_str());
+      log::Warn("replay: recording stopped: " + status.ToString() + "; the program continues unrecorded");
     }
   });
 }
