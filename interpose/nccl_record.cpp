@@ -64,6 +64,22 @@ int CommQuery(const char* fn, ncclComm_t comm, int fallback) {
   return v;
 }
 
+// The version of the NCCL the calls go to, in the header ("nccl": "2.28.9"),
+// once per process.
+void NoteNcclVersion(Recorder* rec) {
+  static std::atomic<bool> noted{false};
+  if (noted.exchange(true)) return;
+  using Fn = ncclResult_t (*)(int*);
+  Fn f = reinterpret_cast<Fn>(NcclFunction("ncclGetVersion"));
+  int code = 0;
+  if (f == nullptr || f(&code) != ncclSuccess || code <= 0) return;
+  // NCCL codes versions as major*10000 + minor*100 + patch since 2.9, and
+  // major*1000 + minor*100 + patch before.
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int minor = code >= 10000 ? code / 100 % 100 : code / 100 % 10;
+  rec->SetVersion("nccl", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100));
+}
+
 }  // namespace
 
 void Complete(Recorder* rec, const Pending& p) {
@@ -529,6 +545,7 @@ void Call::LeaveCreate(ncclResult_t rc) {
   if ((rc != ncclSuccess && rc != ncclInProgress) || newcomm == nullptr) return;
   auto announce = [&](ncclComm_t c, uint64_t id, uint64_t parent, int size, int my_rank, uint64_t uid) {
     if (c == nullptr) return;
+    NoteNcclVersion(rec_);
     rec_->comms().Insert(Handle(c), id, size, my_rank, {});
     rec_->NoteNcclCommunicator(my_rank, size);
     nccl_profiler::NoteApiPath();

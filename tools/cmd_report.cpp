@@ -13,14 +13,17 @@ namespace replay::cli {
 namespace {
 
 constexpr const char* kHelp = R"(Write what `replay check` finds as one self-contained HTML page (it loads
-nothing over the network; open it in any browser, attach it to an issue): the
-findings on top, a per-rank timeline of the operations around the first
-finding with the failing collective highlighted and arrows between the
-operations of one collective or message on different ranks, the state of each
-rank, and the configuration that differs across ranks.
+nothing over the network; open it in any browser, attach it to an issue). It
+opens on a per-rank timeline scrolled to the first finding: the operations it
+is about in red, "missing from #N" where a rank never came, arrows between the
+operations of one collective or message on different ranks. Below it are the
+findings (a click marks a finding's operations and scrolls to them), the state
+of each rank, and the configuration that differs across ranks.
 
---markdown writes the findings, rank states and configuration differences as
-Markdown instead (to stdout unless -o), for pasting into a GitHub issue.
+--markdown writes the findings, the versions the job ran with, a few
+operations of each rank around the first finding as text, the rank states and
+the configuration differences as Markdown instead (to stdout unless -o), for
+pasting into a GitHub issue.
 
 What is meant to be shared keeps no secrets: the recorded command and the
 settings that differ across ranks show values that look like credentials as
@@ -65,16 +68,10 @@ int Run(const Options& opt) {
     drawing = true;
     progress.Update(p);
   };
-  std::string text;
-  if (opt.markdown) {
-    text = RenderMarkdownReport(**trace, *report, ro);
-  } else {
-    auto html = RenderHtmlReport(**trace, *report, ro);
-    progress.Clear();
-    if (!html.ok()) return Fail("report", html.status());
-    text = std::move(html).value();
-  }
+  auto rendered = opt.markdown ? RenderMarkdownReport(**trace, *report, ro) : RenderHtmlReport(**trace, *report, ro);
   progress.Clear();
+  if (!rendered.ok()) return Fail("report", rendered.status());
+  std::string text = std::move(rendered).value();
   if (opt.markdown && opt.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return kExitOk;

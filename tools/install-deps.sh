@@ -12,7 +12,8 @@ packages=(
   libzstd-dev libxxhash-dev libdw-dev
   libspdlog-dev libfmt-dev
   catch2 libcli11-dev nlohmann-json3-dev
-  chromium
+  # The report tests render pages in headless Chromium and read its screenshots.
+  chromium libpng-dev
   # The corpus of real MPI programs the end-to-end tests record and re-run
   # (tests/e2e/corpus_e2e_test.cpp).
   python3-mpi4py python3-numpy scotch ptscotch lammps

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
+#include <nccl.h>
 #include <set>
 #include <string>
 
@@ -61,6 +62,9 @@ TEST_CASE("an NCCL job is recorded whole: communicators, groups, every operation
 
   auto trace = ReadTrace(tmp / "t");
   REQUIRE(trace.size() == 4);
+  // The NCCL the calls went to says its version into each rank's header.
+  const std::string nccl_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+  for (auto& [rank, r] : trace) CHECK(r.reader->header().Version("nccl") == nccl_version);
   // Communicator identities agree across ranks without any extra communication:
   // the unique id's communicator, and the splits of it.
   std::map<int, std::set<uint64_t>> comms_of;

@@ -2,16 +2,22 @@
 // or as Markdown to paste into an issue.
 //
 // The HTML page is one self-contained file (inline style, script and SVG; it
-// loads nothing over the network): the findings of `replay check` on top, a
-// per-rank timeline of operations around the first finding (the failing
-// collective highlighted, arrows between the operations of one collective or
-// message on different ranks), the state of each rank, and the configuration
-// that differs across ranks. Big traces stay readable and the page small: the
-// timeline shows a window of operations around the first finding (or the end
-// of the job) on a bounded number of ranks, and says so.
+// loads nothing over the network). It opens on a per-rank timeline scrolled
+// to the first finding that happened at a moment (the operations it is about
+// in red, "missing from #N" where a rank never came, arrows between the
+// operations of one collective or message on different ranks); below it the
+// findings of `replay check`, each of which marks its operations in the
+// timeline and scrolls to them when clicked, the state of each rank, and the
+// configuration that differs across ranks. Rank labels stay in view as the
+// timeline scrolls; operations that overlap on a rank are drawn one under
+// another, so boxes and their labels never overlap. Big traces stay readable
+// and the page small: the timeline shows windows of operations around the
+// findings (or the end of the job) on a bounded number of ranks, and says so.
 //
-// The Markdown form holds the findings, the rank states and the configuration
-// differences, without the timeline.
+// The Markdown form holds the findings, the versions the job ran with, a few
+// operations of each rank around the first finding as text, the rank states
+// and the configuration differences. Both read the trace and fail as reading
+// it does.
 //
 // Thread safety: stateless functions.
 #pragma once
@@ -43,7 +49,7 @@ Result<std::string> RenderHtmlReport(const TraceReader& trace, const CheckReport
                                      const ReportOptions& options = {});
 
 // The Markdown summary of `report`.
-std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& report,
+Result<std::string> RenderMarkdownReport(const TraceReader& trace, const CheckReport& report,
                                  const ReportOptions& options = {});
 
 }  // namespace replay

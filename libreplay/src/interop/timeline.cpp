@@ -259,31 +259,39 @@ RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis) 
   return r;
 }
 
+std::vector<OpRef> FindingOps(const Timeline& timeline, const Finding& finding) {
+  std::vector<OpRef> ops;
+  std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
+  const bool collective = finding.comm && finding.seq != 0;
+  for (size_t ri = 0; ri < timeline.ranks.size(); ++ri) {
+    const RankTimeline& r = timeline.ranks[ri];
+    if (!collective && !ranks.empty() && ranks.count(r.rank) == 0) continue;
+    for (size_t k = 0; k < r.ops.size(); ++k) {
+      const TimelineOp& o = r.ops[k];
+      bool about = false;
+      if (collective) {
+        about = o.collective() && o.comm == finding.comm->id && o.seq == finding.seq;
+      } else if (finding.kind == FindingKind::kError) {
+        about = o.rc != 0;
+      } else if (finding.kind == FindingKind::kUnmatchedP2p) {
+        about = o.point_to_point() && o.end_ns < 0;
+      }
+      if (about) ops.push_back({ri, k});
+    }
+  }
+  return ops;
+}
+
 std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding) {
   std::optional<int64_t> when;
   auto earliest = [&](int64_t t) { when = when ? std::min(*when, t) : t; };
-  std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
-  auto concerned = [&](const RankTimeline& r) { return ranks.empty() || ranks.count(r.rank) != 0; };
-  if (finding.comm && finding.seq != 0) {
+  for (const OpRef& ref : FindingOps(timeline, finding)) earliest(timeline.ranks[ref.rank].ops[ref.op].start_ns);
+  if (finding.kind == FindingKind::kError && !(finding.comm && finding.seq != 0)) {
+    std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
     for (const RankTimeline& r : timeline.ranks) {
-      for (const TimelineOp& o : r.ops) {
-        if (o.collective() && o.comm == finding.comm->id && o.seq == finding.seq) earliest(o.start_ns);
-      }
-    }
-    return when;
-  }
-  for (const RankTimeline& r : timeline.ranks) {
-    if (!concerned(r)) continue;
-    if (finding.kind == FindingKind::kError) {
+      if (!ranks.empty() && ranks.count(r.rank) == 0) continue;
       for (const TimelineInstant& in : r.instants) {
         if (in.kind != TimelineInstant::Kind::kMark) earliest(in.time_ns);
-      }
-      for (const TimelineOp& o : r.ops) {
-        if (o.rc != 0) earliest(o.start_ns);
-      }
-    } else if (finding.kind == FindingKind::kUnmatchedP2p) {
-      for (const TimelineOp& o : r.ops) {
-        if (o.point_to_point() && o.end_ns < 0) earliest(o.start_ns);
       }
     }
   }

@@ -120,6 +120,19 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
 // them. For the views that write a rank at a time.
 RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis);
 
+// An operation of a timeline: indexes into Timeline::ranks and that rank's ops.
+struct OpRef {
+  size_t rank = 0;
+  size_t op = 0;
+  auto operator<=>(const OpRef&) const = default;
+};
+
+// The operations `finding` is about, by rank then call order: every rank's
+// call of its collective; for errors, its ranks' calls that failed; for
+// unmatched messages, its ranks' point-to-point calls that never completed.
+// Empty for findings about the job as a whole.
+std::vector<OpRef> FindingOps(const Timeline& timeline, const Finding& finding);
+
 // When `finding` happened on the timeline (absolute nanoseconds): the first
 // call of its collective on any rank; for errors, the first error, signal or
 // failed call of its ranks; for unmatched messages, the first of its ranks'

@@ -77,12 +77,20 @@ std::string TraceName(const TraceReader& trace, const ReportOptions& options) {
   return slash == std::string::npos ? d : d.substr(slash + 1);
 }
 
-// The finding whose collective the timeline centres on: the first that names one.
-const Finding* FocusFinding(const CheckReport& report) {
-  for (const Finding& f : report.findings) {
-    if (f.comm && f.seq != 0) return &f;
+// The versions of what the job ran with, as its first readable rank recorded
+// them: "Open MPI v4.1.4 · NCCL 2.28.9 · replay 0.9.0".
+std::string VersionsText(const TraceReader& trace) {
+  for (const RankEntry& e : trace.ranks()) {
+    if (!e.header_ok) continue;
+    std::string text;
+    for (const auto& [key, value] : e.header.versions) {
+      if (key == "trace_epoch" || value.empty()) continue;
+      std::string item = key == "mpi" ? value : key == "nccl" ? "NCCL " + value : key + " " + value;
+      text += (text.empty() ? "" : " · ") + item;
+    }
+    return text;
   }
-  return nullptr;
+  return "";
 }
 
 // Short text for an operation in a box: "Allreduce #3".
@@ -158,11 +166,13 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:8px 0 10px}
 .sub{color:var(--dim);margin:0}
 .verdict{font-weight:600}.verdict.bad{color:var(--red)}.verdict.good{color:var(--green)}
 ol.findings{padding-left:22px;margin:0}
-.finding{margin:0 0 14px;padding:8px 12px;border-left:4px solid var(--amber);background:var(--panel);border-radius:4px;cursor:pointer}
+.finding{margin:0 0 14px;padding:8px 12px;border-left:4px solid var(--amber);background:var(--panel);border-radius:4px}
+.finding[data-f]{cursor:pointer}
 .finding.first{border-left-color:var(--red)}
 .kind{display:inline-block;font:600 12px ui-monospace,monospace;color:#fff;background:var(--amber);padding:1px 6px;border-radius:3px;margin-right:6px}
 .first .kind{background:var(--red)}
 .ftitle{font-weight:600}
+a.show{margin-left:8px;font-size:12.5px;color:var(--blue)}
 .details{margin:6px 0;padding-left:18px;font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;color:#333}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0 0;font-size:13px}
 dl.facts dt{color:var(--dim)}dl.facts dd{margin:0}
@@ -171,47 +181,142 @@ th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;verti
 th{background:var(--panel)}
 td.mono,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 .st-bad{color:var(--red);font-weight:600}.st-ok{color:var(--green)}
-.note{color:var(--dim);font-size:13px}
-.scroll{overflow-x:auto;border:1px solid var(--line);border-radius:4px;background:#fff}
+.note{color:var(--dim);font-size:13px;margin:4px 0}
+.note.focus{color:var(--fg)}
+.tl-scroll{overflow:auto;max-height:68vh;border:1px solid var(--line);border-radius:4px;background:#fff}
+.tl-inner{display:flex;width:max-content}
+.tl-inner svg{flex:none;display:block}
+.tl-labels{position:sticky;left:0;z-index:2;background:#fff;border-right:1px solid var(--line)}
 svg text{font:11px system-ui,sans-serif;fill:var(--fg)}
 svg .rowlabel{font-weight:600}
-svg .rowbg{fill:#fafbfc}
+svg .rowbg{fill:#fafbfc}svg .rowbg.odd{fill:#f1f3f7}
 svg .op{stroke:#fff;stroke-width:.5}
 svg .op.collective{fill:#7da7d9}svg .op.p2p{fill:#9ccc9c}svg .op.call{fill:#c9c9c9}
 svg .op.open{fill:#f3b2a8;stroke:var(--red);stroke-width:1;stroke-dasharray:3 2}
 svg .op.hl{fill:var(--red);stroke:#000;stroke-width:1.2}
 svg .op.sel{stroke:#000;stroke-width:2}
 svg .missing{fill:none;stroke:var(--red);stroke-width:1.5;stroke-dasharray:4 3}
+svg .missinglabel{fill:var(--red);font-weight:600}
 svg .oplabel{font-size:10px;pointer-events:none;fill:#102030}
+svg .op.hl+.oplabel{fill:#fff}
 svg .arrow{stroke:#6b7a90;stroke-width:.8;fill:none;opacity:.55}
 svg .arrow.msg{stroke:#4c8c4c}
 svg .arrow.hl{stroke:var(--red);stroke-width:1.6;opacity:.95}
-svg .tick{stroke:var(--line)}
 .legend span{display:inline-block;margin-right:14px;font-size:12px;color:var(--dim)}
 .legend i{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:-1px;border-radius:2px}
 footer{color:var(--dim);font-size:12px;border-top:1px solid var(--line)}
 )CSS";
 
+// On load: labels wider than their box are hidden, and the timeline scrolls
+// to the first finding. A click on a finding marks its operations and scrolls
+// them into view.
 constexpr const char* kScript = R"JS(
 (function(){
   document.documentElement.classList.add('js');
   var ops = document.querySelectorAll('#timeline .op');
   document.body.setAttribute('data-ops', String(ops.length));
   document.body.setAttribute('data-findings', String(document.querySelectorAll('.finding').length));
-  document.querySelectorAll('.finding[data-key]').forEach(function(li){
-    li.addEventListener('click', function(){
+  document.querySelectorAll('#timeline text.oplabel').forEach(function(t){
+    if (t.getComputedTextLength() > Number(t.getAttribute('data-w')) - 4) t.setAttribute('display', 'none');
+  });
+  var sc = document.getElementById('tl-scroll');
+  function reveal(x, y){
+    if (!sc) return;
+    var lw = Number(sc.getAttribute('data-label-w')) || 0;
+    sc.scrollLeft = Math.max(0, x - (sc.clientWidth - lw) * 0.3);
+    sc.scrollTop = Math.max(0, y - sc.clientHeight * 0.3);
+  }
+  if (sc) reveal(Number(sc.getAttribute('data-focus-x')), Number(sc.getAttribute('data-focus-y')));
+  document.querySelectorAll('.finding[data-f]').forEach(function(li){
+    li.addEventListener('click', function(ev){
+      if (ev) ev.preventDefault();
+      var n = li.getAttribute('data-f');
       document.querySelectorAll('#timeline .sel').forEach(function(e){ e.classList.remove('sel'); });
-      document.querySelectorAll('#timeline [data-key="' + li.getAttribute('data-key') + '"]').forEach(function(e){ e.classList.add('sel'); });
+      document.querySelectorAll('#timeline [data-f~="' + n + '"]').forEach(function(e){ e.classList.add('sel'); });
       var t = document.getElementById('timeline'); if (t && t.scrollIntoView) t.scrollIntoView();
+      reveal(Number(li.getAttribute('data-x')), Number(li.getAttribute('data-y')));
     });
   });
 })();
 )JS";
 
+// Sizes of the timeline drawing, in pixels.
+constexpr double kLabelWidth = 92;
+constexpr double kLaneHeight = 22;
+constexpr double kBoxHeight = 18;
+constexpr double kRowPad = 4;
+constexpr double kRowGap = 4;
+constexpr size_t kMaxLanes = 6;          // per rank; more overlapping operations share the last
+constexpr double kCharWidth = 6.2;      // a conservative width of one character of a box label
+constexpr double kMarkerWidth = 150;    // a "missing from #N" marker with its text
+constexpr size_t kMaxPlacedFindings = 8;
+
+// A finding the timeline can show: the operations it is about and when it happened.
+struct Placed {
+  size_t number = 0;  // as the page numbers findings, from 1
+  const Finding* finding = nullptr;
+  std::vector<interop::OpRef> ops;
+  int64_t time = 0;
+  std::set<int32_t> missing;  // ranks that never entered its collective
+};
+
+std::vector<Placed> PlaceFindings(const Timeline& tl, const CheckReport& report) {
+  std::vector<Placed> placed;
+  for (size_t i = 0; i < report.findings.size() && placed.size() < kMaxPlacedFindings; ++i) {
+    const Finding& f = report.findings[i];
+    std::optional<int64_t> when = interop::FindingTime(tl, f);
+    if (!when) continue;
+    Placed p;
+    p.number = i + 1;
+    p.finding = &f;
+    p.ops = interop::FindingOps(tl, f);
+    p.time = *when;
+    if (f.kind == FindingKind::kMissingRanks && f.comm && f.seq != 0) p.missing.insert(f.ranks.begin(), f.ranks.end());
+    placed.push_back(std::move(p));
+  }
+  return placed;
+}
+
+// Which operations of each rank a view shows: a window around where each
+// placed finding is on that rank (its operation there, else what the rank was
+// doing at that moment), wider for the first; the last operations of each rank
+// when no finding can be placed.
+std::vector<size_t> ShownOps(const Timeline& tl, size_t rank_index, const std::vector<Placed>& placed, size_t before,
+                             size_t after) {
+  const auto& ops = tl.ranks[rank_index].ops;
+  std::set<size_t> shown;
+  auto window = [&](size_t centre, size_t b, size_t a) {
+    for (size_t k = centre > b ? centre - b : 0; k < ops.size() && k <= centre + a; ++k) shown.insert(k);
+  };
+  if (ops.empty()) return {};
+  if (placed.empty()) window(ops.size() - 1, before, 0);
+  for (size_t pi = 0; pi < placed.size(); ++pi) {
+    const Placed& p = placed[pi];
+    std::optional<size_t> centre;
+    for (const interop::OpRef& ref : p.ops) {
+      if (ref.rank == rank_index) {
+        centre = ref.op;
+        break;
+      }
+    }
+    if (!centre) {
+      size_t k = 0;
+      while (k + 1 < ops.size() && ops[k + 1].start_ns <= p.time) ++k;
+      centre = k;
+    }
+    if (pi == 0) {
+      window(*centre, before, after);
+    } else {
+      window(*centre, std::min<size_t>(before, 8), std::min<size_t>(after, 4));
+    }
+  }
+  return {shown.begin(), shown.end()};
+}
+
 class HtmlPage {
  public:
   HtmlPage(const TraceReader& trace, const CheckReport& report, const ReportOptions& options, const Timeline& tl)
-      : trace_(trace), report_(report), options_(options), tl_(tl) {}
+      : trace_(trace), report_(report), options_(options), tl_(tl), placed_(PlaceFindings(tl, report)) {}
 
   std::string Render() {
     const std::string name = TraceName(trace_, options_);
@@ -220,8 +325,9 @@ class HtmlPage {
          << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
          << "<title>replay report: " << Esc(name) << "</title><style>" << kStyle << "</style></head><body>\n";
     Header(name);
-    Findings();
+    // The timeline first, so that the page opens on the failing operation.
     TimelineSection();
+    Findings();
     Ranks();
     Config();
     Notes();
@@ -242,7 +348,11 @@ class HtmlPage {
     if (trace_.manifest()) {
       const JobManifest& m = *trace_.manifest();
       out_ << " · recorded " << Esc(Utc(m.created_realtime_ns)) << " · level " << Esc(std::string(LevelName(m.level)));
-      std::string cmd = ShownCommand(m, options_);
+    }
+    const std::string versions = VersionsText(trace_);
+    if (!versions.empty()) out_ << " · " << Esc(versions);
+    if (trace_.manifest()) {
+      std::string cmd = ShownCommand(*trace_.manifest(), options_);
       if (!cmd.empty()) out_ << "</p><p class=\"sub mono\">" << Esc(cmd);
     }
     out_ << "</p></header>\n";
@@ -259,9 +369,15 @@ class HtmlPage {
     for (size_t i = 0; i < report_.findings.size(); ++i) {
       const Finding& f = report_.findings[i];
       out_ << "<li class=\"finding" << (i == 0 ? " first" : "") << "\" id=\"finding-" << i + 1 << "\"";
-      if (f.comm && f.seq != 0) out_ << " data-key=\"" << Key(f.comm->id, f.seq) << "\"";
+      auto at = position_.find(i + 1);
+      if (at != position_.end()) {
+        out_ << " data-f=\"" << i + 1 << "\" data-x=\"" << Num(at->second.first) << "\" data-y=\""
+             << Num(at->second.second) << "\"";
+      }
       out_ << "><span class=\"kind\">" << Esc(std::string(FindingKindName(f.kind))) << "</span><span class=\"ftitle\">"
-           << Esc(f.title) << "</span>\n";
+           << Esc(f.title) << "</span>";
+      if (at != position_.end()) out_ << "<a class=\"show\" href=\"#timeline\">show in the timeline</a>";
+      out_ << "\n";
       if (!f.details.empty()) {
         out_ << "<ul class=\"details\">";
         for (size_t d = 0; d < f.details.size() && d < 24; ++d) out_ << "<li>" << Esc(f.details[d]) << "</li>";
@@ -286,116 +402,188 @@ class HtmlPage {
     out_ << "</ol></section>\n";
   }
 
-  // Which ranks get a row: those at fault in the focus finding first, then by rank.
-  std::vector<const RankTimeline*> Rows(const Finding* focus) {
-    std::vector<const RankTimeline*> rows;
+  // Which ranks get a row: those at fault in the first placed finding first, then by rank.
+  std::vector<size_t> Rows() {
+    std::vector<size_t> rows;
     std::set<int32_t> chosen;
     auto add = [&](int32_t rank) {
       if (rows.size() >= options_.max_ranks || chosen.count(rank)) return;
-      for (const RankTimeline& r : tl_.ranks) {
-        if (r.rank == rank) {
-          rows.push_back(&r);
+      for (size_t i = 0; i < tl_.ranks.size(); ++i) {
+        if (tl_.ranks[i].rank == rank) {
+          rows.push_back(i);
           chosen.insert(rank);
         }
       }
     };
-    if (focus != nullptr) {
-      for (int32_t r : focus->ranks) add(r);
+    if (!placed_.empty()) {
+      for (int32_t r : placed_[0].finding->ranks) add(r);
     }
     for (const RankTimeline& r : tl_.ranks) add(r.rank);
-    std::sort(rows.begin(), rows.end(), [](const RankTimeline* a, const RankTimeline* b) { return a->rank < b->rank; });
+    std::sort(rows.begin(), rows.end(), [&](size_t a, size_t b) { return tl_.ranks[a].rank < tl_.ranks[b].rank; });
     return rows;
   }
 
   void TimelineSection() {
     out_ << "<section id=\"timeline\"><h2>Timeline</h2>\n";
-    const Finding* focus = FocusFinding(report_);
-    std::vector<const RankTimeline*> rows = Rows(focus);
-
-    // The window of each row: operations around the focus collective, or the
-    // last ones of the rank when there is none.
-    struct Window {
-      size_t lo = 0, hi = 0;
-    };
-    std::vector<Window> windows(rows.size());
-    std::vector<long> focus_index(rows.size(), -1);
-    int64_t focus_time = INT64_MAX;
-    if (focus != nullptr) {
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const auto& ops = rows[i]->ops;
-        for (size_t k = 0; k < ops.size(); ++k) {
-          if (ops[k].collective() && ops[k].comm == focus->comm->id && ops[k].seq == focus->seq) {
-            focus_index[i] = static_cast<long>(k);
-            focus_time = std::min(focus_time, ops[k].start_ns);
-            break;
-          }
-        }
-      }
-    }
+    const Placed* focus = placed_.empty() ? nullptr : &placed_[0];
+    const std::vector<size_t> rows = Rows();
+    std::vector<std::vector<size_t>> shown(rows.size());
     size_t total_ops = 0;
     size_t shown_ops = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& ops = rows[i]->ops;
-      total_ops += ops.size();
-      if (ops.empty()) continue;
-      size_t center;
-      if (focus_index[i] >= 0) {
-        center = static_cast<size_t>(focus_index[i]);
-      } else if (focus_time != INT64_MAX) {
-        // A rank without the focus collective: what it did around that time.
-        center = 0;
-        while (center + 1 < ops.size() && ops[center + 1].start_ns <= focus_time) ++center;
-      } else {
-        center = ops.size() - 1;
+      shown[i] = ShownOps(tl_, rows[i], placed_, options_.ops_before, options_.ops_after);
+      total_ops += tl_.ranks[rows[i]].ops.size();
+      shown_ops += shown[i].size();
+    }
+    // Which placed findings each operation belongs to, and the focus's operations.
+    std::map<interop::OpRef, std::string> finding_of;
+    std::set<interop::OpRef> focus_ops;
+    for (const Placed& p : placed_) {
+      for (const interop::OpRef& ref : p.ops) {
+        std::string& s = finding_of[ref];
+        s += (s.empty() ? "" : " ") + std::to_string(p.number);
+        if (&p == focus) focus_ops.insert(ref);
       }
-      windows[i].lo = center > options_.ops_before ? center - options_.ops_before : 0;
-      windows[i].hi = std::min(ops.size(), center + options_.ops_after + 1);
-      shown_ops += windows[i].hi - windows[i].lo;
     }
 
     auto end_of = [](const RankTimeline& r, const TimelineOp& o) { return std::max(o.start_ns, o.end_ns >= 0 ? o.end_ns : r.end_ns); };
     Axis axis;
     for (size_t i = 0; i < rows.size(); ++i) {
-      for (size_t k = windows[i].lo; k < windows[i].hi; ++k) {
-        axis.Add(rows[i]->ops[k].start_ns);
-        axis.Add(end_of(*rows[i], rows[i]->ops[k]));
+      const RankTimeline& r = tl_.ranks[rows[i]];
+      for (size_t k : shown[i]) {
+        axis.Add(r.ops[k].start_ns);
+        axis.Add(end_of(r, r.ops[k]));
       }
     }
-    if (focus_time != INT64_MAX) axis.Add(focus_time);
+    for (const Placed& p : placed_) axis.Add(p.time);
     axis.Finish(6000);
 
-    out_ << "<p class=\"note\">";
+    // Lay each row out in lanes: an operation takes the first lane free at its
+    // start, so boxes (and the labels inside them) never overlap; past
+    // kMaxLanes, overlapping operations share the last lane unlabelled.
+    // "missing from" markers get lanes of their own below.
+    struct Drawn {
+      size_t op;
+      double x0, w;
+      size_t lane;
+      bool crowded;
+    };
+    struct Marker {
+      const Placed* placed;
+      double x;
+      size_t lane;
+    };
+    struct RowLayout {
+      std::vector<Drawn> boxes;
+      std::vector<Marker> markers;
+      size_t lanes = 1;
+      double y = 0;
+      double h = 0;
+    };
+    std::vector<RowLayout> layout(rows.size());
+    double y = kRowGap;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RankTimeline& r = tl_.ranks[rows[i]];
+      RowLayout& row = layout[i];
+      std::vector<double> lane_end;
+      for (size_t k : shown[i]) {
+        const TimelineOp& o = r.ops[k];
+        const double x0 = axis.X(o.start_ns);
+        const double w = std::max(2.0, axis.X(end_of(r, o)) - x0);
+        size_t lane = 0;
+        while (lane < lane_end.size() && lane_end[lane] > x0) ++lane;
+        bool crowded = false;
+        if (lane == lane_end.size()) {
+          if (lane_end.size() < kMaxLanes) {
+            lane_end.push_back(0);
+          } else {
+            lane = kMaxLanes - 1;
+            crowded = true;
+          }
+        }
+        lane_end[lane] = std::max(lane_end[lane], x0 + w + 1);
+        row.boxes.push_back({k, x0, w, lane, crowded});
+      }
+      std::vector<double> marker_end;
+      for (const Placed& p : placed_) {
+        if (!p.missing.count(r.rank)) continue;
+        const double x = axis.X(p.time);
+        size_t lane = 0;
+        while (lane < marker_end.size() && marker_end[lane] > x) ++lane;
+        if (lane == marker_end.size()) marker_end.push_back(0);
+        marker_end[lane] = x + kMarkerWidth;
+        row.markers.push_back({&p, x, lane_end.size() + lane});
+      }
+      row.lanes = std::max<size_t>(1, lane_end.size() + marker_end.size());
+      row.y = y;
+      row.h = 2 * kRowPad + kLaneHeight * static_cast<double>(row.lanes);
+      y += row.h + kRowGap;
+    }
+    const double height = y;
+    const double width = axis.width() + kMarkerWidth + 20;
+    auto box_y = [&](size_t i, size_t lane) {
+      return layout[i].y + kRowPad + kLaneHeight * static_cast<double>(lane) + (kLaneHeight - kBoxHeight) / 2;
+    };
+
+    // Where each placed finding is drawn: its leftmost operation, else its
+    // first marker, else its moment on the first row. The page opens on the first.
+    for (const Placed& p : placed_) {
+      std::optional<std::pair<double, double>> at;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        for (const Drawn& d : layout[i].boxes) {
+          auto f = finding_of.find({rows[i], d.op});
+          if (f == finding_of.end()) continue;
+          if ((" " + f->second + " ").find(" " + std::to_string(p.number) + " ") == std::string::npos) continue;
+          if (!at || d.x0 < at->first) at = std::make_pair(d.x0, box_y(i, d.lane));
+        }
+        for (const Marker& m : layout[i].markers) {
+          if (m.placed == &p && !at) at = std::make_pair(m.x, box_y(i, m.lane));
+        }
+      }
+      if (!at) at = std::make_pair(axis.X(p.time), layout.empty() ? 0.0 : layout[0].y);
+      position_[p.number] = *at;
+    }
+
+    out_ << "<p class=\"note focus\">";
     if (focus != nullptr) {
-      out_ << "Around " << Esc(focus->op.empty() ? "the collective" : focus->op) << " on " << Esc(focus->comm->name) << " #"
-           << focus->seq << " (finding " << (focus - report_.findings.data()) + 1 << ", highlighted in red)";
+      out_ << "Around finding " << focus->number << " (in red): " << Esc(focus->finding->title);
     } else {
       out_ << "The last operations of each rank";
     }
-    out_ << ": " << shown_ops << " of " << total_ops << " operations";
+    out_ << ". " << shown_ops << " of " << total_ops << " operations";
     if (rows.size() < tl_.ranks.size()) out_ << " on " << rows.size() << " of " << tl_.ranks.size() << " ranks";
-    out_ << ". The time axis is compressed: long gaps are shortened, so widths show order and rough length, not scale. "
-            "Arrows join the operations of one collective (same communicator and sequence number) and each message's send "
-            "and receive. Hover over an operation for its details; click a finding to mark its operations.</p>\n";
-    out_ << "<p class=\"legend\"><span><i style=\"background:#7da7d9\"></i>collective</span><span><i style=\"background:#9ccc9c\"></i>point-to-point</span>"
-            "<span><i style=\"background:#c9c9c9\"></i>other call</span><span><i style=\"background:#f3b2a8;border:1px dashed #c62828\"></i>never completed</span>"
-            "<span><i style=\"background:#c62828\"></i>the collective of the first finding</span></p>\n";
+    out_ << ".</p>\n";
 
-    const double label_w = 92;
-    const double row_h = 34;
-    const double box_h = 18;
-    const double width = label_w + axis.width() + 40;
-    const double height = row_h * static_cast<double>(rows.size()) + 10;
-    out_ << "<div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Num(width) << "\" height=\""
+    const std::pair<double, double> focus_at = focus != nullptr ? position_[focus->number] : std::make_pair(axis.width(), 0.0);
+    out_ << "<div class=\"tl-scroll\" id=\"tl-scroll\" data-label-w=\"" << Num(kLabelWidth) << "\" data-focus-x=\""
+         << Num(focus_at.first) << "\" data-focus-y=\"" << Num(focus_at.second) << "\"><div class=\"tl-inner\">\n";
+
+    // The rank labels, in a column that stays in place as the timeline scrolls.
+    std::map<int32_t, const RankState*> states;
+    for (const RankState& s : report_.ranks) states[s.rank] = &s;
+    out_ << "<svg class=\"tl-labels\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Num(kLabelWidth) << "\" height=\""
+         << Num(height) << "\" viewBox=\"0 0 " << Num(kLabelWidth) << " " << Num(height) << "\">\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RankTimeline& r = tl_.ranks[rows[i]];
+      auto st = states.find(r.rank);
+      const bool bad = st != states.end() && (st->second->blocked || st->second->signal != 0);
+      out_ << "<rect class=\"rowbg" << (i % 2 ? " odd" : "") << "\" x=\"0\" y=\"" << Num(layout[i].y) << "\" width=\""
+           << Num(kLabelWidth) << "\" height=\"" << Num(layout[i].h) << "\"/><text class=\"rowlabel\" x=\"8\" y=\""
+           << Num(box_y(i, 0) + 13) << "\"" << (bad ? " style=\"fill:#c62828\"" : "") << ">rank " << r.rank << "<title>"
+           << Esc(st != states.end() ? st->second->status + ": " + st->second->doing : r.status) << "</title></text>\n";
+    }
+    out_ << "</svg>\n";
+
+    out_ << "<svg class=\"tl-ops\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Num(width) << "\" height=\""
          << Num(height) << "\" viewBox=\"0 0 " << Num(width) << " " << Num(height) << "\">\n";
     out_ << "<defs><marker id=\"ah\" viewBox=\"0 0 6 6\" refX=\"5\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\">"
             "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#6b7a90\"/></marker>"
             "<marker id=\"ahr\" viewBox=\"0 0 6 6\" refX=\"5\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\">"
             "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#c62828\"/></marker></defs>\n";
-
-    std::map<int32_t, const RankState*> states;
-    for (const RankState& s : report_.ranks) states[s.rank] = &s;
-    std::set<int32_t> missing;
-    if (focus != nullptr && focus->kind == FindingKind::kMissingRanks) missing.insert(focus->ranks.begin(), focus->ranks.end());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out_ << "<rect class=\"rowbg" << (i % 2 ? " odd" : "") << "\" x=\"0\" y=\"" << Num(layout[i].y) << "\" width=\""
+           << Num(width) << "\" height=\"" << Num(layout[i].h) << "\"/>\n";
+    }
 
     struct Box {
       size_t row;
@@ -404,35 +592,31 @@ class HtmlPage {
     std::map<std::pair<uint64_t, uint64_t>, std::vector<Box>> by_collective;
     std::map<interop::MessageKey, Box> sends;
     std::vector<std::pair<Box, interop::MessageKey>> receives;
+    std::set<std::pair<uint64_t, uint64_t>> focus_keys;
     std::ostringstream boxes;
     for (size_t i = 0; i < rows.size(); ++i) {
-      const RankTimeline& r = *rows[i];
-      const double y = 5 + row_h * static_cast<double>(i);
-      auto st = states.find(r.rank);
-      const bool bad = st != states.end() && (st->second->blocked || st->second->signal != 0);
-      out_ << "<rect class=\"rowbg\" x=\"0\" y=\"" << Num(y) << "\" width=\"" << Num(width) << "\" height=\"" << Num(row_h - 4)
-           << "\"/><text class=\"rowlabel\" x=\"6\" y=\"" << Num(y + 19) << "\"" << (bad ? " style=\"fill:#c62828\"" : "")
-           << ">rank " << r.rank << "<title>" << Esc(st != states.end() ? st->second->status + ": " + st->second->doing : r.status)
-           << "</title></text>\n";
-      for (size_t k = windows[i].lo; k < windows[i].hi; ++k) {
-        const TimelineOp& o = r.ops[k];
-        const double x0 = label_w + axis.X(o.start_ns);
-        const double x1 = label_w + axis.X(end_of(r, o));
-        const double w = std::max(2.0, x1 - x0);
-        const bool hl = focus != nullptr && o.collective() && o.comm == focus->comm->id && o.seq == focus->seq;
+      const RankTimeline& r = tl_.ranks[rows[i]];
+      for (const Drawn& d : layout[i].boxes) {
+        const TimelineOp& o = r.ops[d.op];
+        const interop::OpRef ref{rows[i], d.op};
+        const bool hl = focus_ops.count(ref) != 0;
+        if (hl && o.collective()) focus_keys.insert({o.comm, o.seq});
         std::string cls = std::string("op ") + (o.collective() ? "collective" : o.point_to_point() ? "p2p" : "call");
         if (o.end_ns < 0) cls += " open";
         if (hl) cls += " hl";
-        const double by = y + (row_h - 4 - box_h) / 2;
-        boxes << "<rect class=\"" << cls << "\" x=\"" << Num(x0) << "\" y=\"" << Num(by) << "\" width=\"" << Num(w)
-              << "\" height=\"" << Num(box_h) << "\" rx=\"2\"";
+        const double by = box_y(i, d.lane);
+        boxes << "<rect class=\"" << cls << "\" x=\"" << Num(d.x0) << "\" y=\"" << Num(by) << "\" width=\"" << Num(d.w)
+              << "\" height=\"" << Num(kBoxHeight) << "\" rx=\"2\"";
         if (o.collective()) boxes << " data-key=\"" << Key(o.comm, o.seq) << "\"";
+        auto f = finding_of.find(ref);
+        if (f != finding_of.end()) boxes << " data-f=\"" << f->second << "\"";
         boxes << "><title>" << Esc(OpTooltip(tl_, r, o)) << "</title></rect>\n";
-        std::string label = ShortName(tl_, o);
-        if (w > 7.0 * static_cast<double>(label.size()) * 0.8) {
-          boxes << "<text class=\"oplabel\" x=\"" << Num(x0 + 3) << "\" y=\"" << Num(by + 13) << "\">" << Esc(label) << "</text>\n";
+        const std::string label = ShortName(tl_, o);
+        if (!d.crowded && d.w >= kCharWidth * static_cast<double>(label.size()) + 6) {
+          boxes << "<text class=\"oplabel\" x=\"" << Num(d.x0 + 3) << "\" y=\"" << Num(by + 13) << "\" data-w=\""
+                << Num(d.w) << "\">" << Esc(label) << "</text>\n";
         }
-        Box b{i, x0, w, by};
+        Box b{i, d.x0, d.w, by};
         if (o.collective()) {
           by_collective[{o.comm, o.seq}].push_back(b);
         } else if (o.point_to_point() && o.peer >= 0 && o.peer_seq != 0) {
@@ -443,12 +627,13 @@ class HtmlPage {
           }
         }
       }
-      if (missing.count(r.rank) && focus_time != INT64_MAX) {
-        const double x0 = label_w + axis.X(focus_time);
-        boxes << "<rect class=\"missing\" x=\"" << Num(x0) << "\" y=\"" << Num(y + 3) << "\" width=\"36\" height=\""
-              << Num(row_h - 10) << "\"><title>rank " << r.rank << " never entered " << Esc(focus->op) << " on "
-              << Esc(focus->comm->name) << " #" << focus->seq << "</title></rect><text x=\"" << Num(x0 + 40) << "\" y=\""
-              << Num(y + 19) << "\" style=\"fill:#c62828;font-weight:600\">missing from #" << focus->seq << "</text>\n";
+      for (const Marker& m : layout[i].markers) {
+        const Finding& f = *m.placed->finding;
+        const double my = box_y(i, m.lane);
+        boxes << "<rect class=\"missing\" x=\"" << Num(m.x) << "\" y=\"" << Num(my) << "\" width=\"36\" height=\""
+              << Num(kBoxHeight) << "\" data-f=\"" << m.placed->number << "\"><title>rank " << r.rank << " never entered "
+              << Esc(f.op) << " on " << Esc(f.comm->name) << " #" << f.seq << "</title></rect><text class=\"missinglabel\" x=\""
+              << Num(m.x + 40) << "\" y=\"" << Num(my + 13) << "\">missing from #" << f.seq << "</text>\n";
       }
     }
     // Arrows under the boxes.
@@ -457,24 +642,31 @@ class HtmlPage {
       if (arrows++ >= options_.max_arrows) return;
       const bool down = b.row > a.row;
       double xa = a.x + std::min(a.w, 6.0) / 2, xb = b.x + std::min(b.w, 6.0) / 2;
-      double ya = down ? a.y + box_h : a.y, yb = down ? b.y : b.y + box_h;
+      double ya = down ? a.y + kBoxHeight : a.y, yb = down ? b.y : b.y + kBoxHeight;
       out_ << "<line class=\"arrow " << cls << "\" x1=\"" << Num(xa) << "\" y1=\"" << Num(ya) << "\" x2=\"" << Num(xb)
            << "\" y2=\"" << Num(yb) << "\" marker-end=\"url(#" << (cls.find("hl") != std::string::npos ? "ahr" : "ah")
            << ")\"/>\n";
     };
     for (auto& [key, list] : by_collective) {
       std::sort(list.begin(), list.end(), [](const Box& a, const Box& b) { return a.row < b.row; });
-      const bool hl = focus != nullptr && key.first == focus->comm->id && key.second == focus->seq;
+      const bool hl = focus_keys.count(key) != 0;
       for (size_t k = 1; k < list.size(); ++k) arrow(list[k - 1], list[k], hl ? "hl" : "");
     }
     for (const auto& [to, key] : receives) {
       auto it = sends.find(key);
       if (it != sends.end() && it->second.row != to.row) arrow(it->second, to, "msg");
     }
-    out_ << boxes.str() << "</svg></div>\n";
+    out_ << boxes.str() << "</svg></div></div>\n";
     if (arrows > options_.max_arrows) {
       out_ << "<p class=\"note\">" << arrows - options_.max_arrows << " more arrows were left out.</p>\n";
     }
+    out_ << "<p class=\"legend\"><span><i style=\"background:#7da7d9\"></i>collective</span><span><i style=\"background:#9ccc9c\"></i>point-to-point</span>"
+            "<span><i style=\"background:#c9c9c9\"></i>other call</span><span><i style=\"background:#f3b2a8;border:1px dashed #c62828\"></i>never completed</span>"
+            "<span><i style=\"background:#c62828\"></i>what the first finding is about</span></p>\n";
+    out_ << "<p class=\"note\">The time axis is compressed: long gaps are shortened, so widths show order and rough length, "
+            "not scale. Operations that overlap in time on one rank are drawn one under another. Arrows join the "
+            "operations of one collective (same communicator and sequence number) and each message's send and receive. "
+            "Hover over an operation for its details; click a finding to mark its operations and scroll to them.</p>\n";
     out_ << "</section>\n";
   }
 
@@ -539,6 +731,9 @@ class HtmlPage {
   const CheckReport& report_;
   const ReportOptions& options_;
   const Timeline& tl_;
+  const std::vector<Placed> placed_;
+  // Where each placed finding is drawn in the timeline (x, y), by its number.
+  std::map<size_t, std::pair<double, double>> position_;
   std::ostringstream out_;
 };
 
@@ -557,6 +752,52 @@ std::string Cell(const std::string& s) {
   return out;
 }
 
+
+// The first placed finding as a few operations of each rank around it, one
+// line per rank, the finding's own in [brackets], collectives on another
+// communicator than the finding's named:
+//   rank 1  … Allreduce #3 · Bcast WORLD #4 · (missing from #5) · Allreduce WORLD #5, never returned
+std::string TextTimeline(const Timeline& tl, const std::vector<Placed>& placed, size_t max_ranks) {
+  if (placed.empty()) return "";
+  const Placed& p = placed[0];
+  const std::vector<Placed> focus(placed.begin(), placed.begin() + 1);
+  std::set<interop::OpRef> about(p.ops.begin(), p.ops.end());
+  std::ostringstream text;
+  size_t rows = 0;
+  for (size_t ri = 0; ri < tl.ranks.size() && rows < max_ranks; ++ri, ++rows) {
+    const RankTimeline& r = tl.ranks[ri];
+    std::vector<size_t> shown = ShownOps(tl, ri, focus, 3, 2);
+    std::string line = "rank " + std::to_string(r.rank);
+    line.resize(std::max<size_t>(line.size() + 2, 9), ' ');
+    if (!shown.empty() && shown.front() > 0) line += "… ";
+    bool first = true;
+    bool marked = !p.missing.count(r.rank);
+    auto item = [&](const std::string& s) {
+      line += (first ? "" : " · ") + s;
+      first = false;
+    };
+    for (size_t k : shown) {
+      const TimelineOp& o = r.ops[k];
+      if (!marked && o.start_ns > p.time) {
+        item("(missing from #" + std::to_string(p.finding->seq) + ")");
+        marked = true;
+      }
+      std::string s = ShortName(tl, o);
+      if (o.collective() && p.finding->comm && o.comm != p.finding->comm->id) {
+        s.insert(s.rfind(" #"), " " + tl.CommName(o.comm));
+      }
+      if (o.point_to_point() && o.peer >= 0) s += (o.is_send ? " to " : " from ") + std::to_string(o.peer);
+      if (o.end_ns < 0) s += o.return_ns < 0 ? ", never returned" : ", never completed";
+      item(about.count({ri, k}) ? "[" + s + "]" : s);
+    }
+    if (!marked) item("(missing from #" + std::to_string(p.finding->seq) + ")");
+    if (!shown.empty() && shown.back() + 1 < r.ops.size()) line += " …";
+    text << line << "\n";
+  }
+  if (rows < tl.ranks.size()) text << "… " << tl.ranks.size() - rows << " more ranks\n";
+  return text.str();
+}
+
 }  // namespace
 
 Result<std::string> RenderHtmlReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
@@ -567,7 +808,11 @@ Result<std::string> RenderHtmlReport(const TraceReader& trace, const CheckReport
   return page.Render();
 }
 
-std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
+Result<std::string> RenderMarkdownReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
+  interop::TimelineOptions to;
+  to.progress = options.progress;
+  REPLAY_ASSIGN_OR_RETURN(Timeline tl, interop::BuildTimeline(trace, to));
+  const std::vector<Placed> placed = PlaceFindings(tl, report);
   std::ostringstream md;
   const std::string name = TraceName(trace, options);
   size_t n = report.findings.size();
@@ -577,6 +822,17 @@ std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& re
   md << ")\n\n";
   if (trace.manifest() && !trace.manifest()->command.empty()) {
     md << "Command: `" << ShownCommand(*trace.manifest(), options) << "`\n\n";
+  }
+  const std::string versions = VersionsText(trace);
+  if (!versions.empty() || trace.manifest()) {
+    md << "Recorded";
+    if (trace.manifest()) {
+      const std::string when = Utc(trace.manifest()->created_realtime_ns);
+      if (!when.empty()) md << " " << when;
+      md << " at level `" << LevelName(trace.manifest()->level) << "`";
+    }
+    if (!versions.empty()) md << " with " << versions;
+    md << ".\n\n";
   }
   for (size_t i = 0; i < n; ++i) {
     const Finding& f = report.findings[i];
@@ -595,6 +851,11 @@ std::string RenderMarkdownReport(const TraceReader& trace, const CheckReport& re
     if (!f.fix.empty()) md << "   - fix: " << f.fix << "\n";
   }
   if (n) md << "\n";
+  const std::string timeline = TextTimeline(tl, placed, 16);
+  if (!timeline.empty()) {
+    md << "Around finding " << placed[0].number << ", what each rank called (its operations in [brackets]):\n\n```text\n"
+       << timeline << "```\n\n";
+  }
   md << "<details><summary>Ranks</summary>\n\n| rank | status | doing |\n|---:|---|---|\n";
   for (const RankState& s : report.ranks) {
     md << "| " << s.rank << " | " << Cell(s.status + (s.close_reason.empty() ? "" : " (" + s.close_reason + ")")) << " | "
