@@ -661,8 +661,9 @@ class HtmlPage {
       out_ << "<p class=\"note\">" << arrows - options_.max_arrows << " more arrows were left out.</p>\n";
     }
     out_ << "<p class=\"legend\"><span><i style=\"background:#7da7d9\"></i>collective</span><span><i style=\"background:#9ccc9c\"></i>point-to-point</span>"
-            "<span><i style=\"background:#c9c9c9\"></i>other call</span><span><i style=\"background:#f3b2a8;border:1px dashed #c62828\"></i>never completed</span>"
-            "<span><i style=\"background:#c62828\"></i>what the first finding is about</span></p>\n";
+            "<span><i style=\"background:#c9c9c9\"></i>other call</span><span><i style=\"background:#f3b2a8;border:1px dashed #c62828\"></i>never completed</span>";
+    if (focus != nullptr) out_ << "<span><i style=\"background:#c62828\"></i>what finding " << focus->number << " is about</span>";
+    out_ << "</p>\n";
     out_ << "<p class=\"note\">The time axis is compressed: long gaps are shortened, so widths show order and rough length, "
             "not scale. Operations that overlap in time on one rank are drawn one under another. Arrows join the "
             "operations of one collective (same communicator and sequence number) and each message's send and receive. "
