@@ -9,6 +9,7 @@
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/event_json.h"
+#include "trace/python_sites.h"
 #include "util/json.h"
 
 namespace replay {
@@ -58,7 +59,9 @@ std::vector<json> Lines(const std::string& dir, const JsonLinesOptions& options 
 
 // The line without what it adds to the event: the event as `dump --json` writes it.
 json AsDumped(json line) {
-  for (const char* key : {"rank", "realtime_ns", "comm_name", "parent_name", "peer_world", "root_world"}) line.erase(key);
+  for (const char* key : {"rank", "realtime_ns", "comm_name", "parent_name", "peer_world", "root_world", "site"}) {
+    line.erase(key);
+  }
   if (line.contains("comm_rank")) {
     line["rank"] = line["comm_rank"];
     line.erase("comm_rank");
@@ -120,6 +123,30 @@ TEST_CASE("JSON Lines name communicators as check does and give peers as world r
   CHECK(bcast_comms == std::set<std::string>{"dup(WORLD)"});
   CHECK(sends == 3);
   CHECK(dups == 3);
+}
+
+TEST_CASE("JSON Lines say where each call was made, Python frames first", "[interop]") {
+  testing::TempDir tmp;
+  {
+    SyntheticJob job(tmp / "job", 2);
+    job.InitAll();
+    PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
+    job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
+    job.Allreduce(0, SyntheticJob::World(), 1, 64, true, kPythonSiteTag | 1);
+    job.Allreduce(1, SyntheticJob::World(), 1, 64, true, 0);
+    job.FinalizeAll();
+  }
+  size_t with_site = 0;
+  for (const json& line : Lines(tmp / "job")) {
+    if (line.value("api", "") != "MPI_Allreduce") continue;
+    if (line["rank"] == 0) {
+      ++with_site;
+      CHECK(line.value("site", "") == "step (train.py:42) < main (train.py:80)");
+    } else {
+      CHECK_FALSE(line.contains("site"));
+    }
+  }
+  CHECK(with_site == 2);  // the call and its return
 }
 
 TEST_CASE("JSON Lines of some ranks hold only theirs", "[interop]") {

@@ -12,6 +12,7 @@
 #include "analysis/synthetic_job.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
+#include "trace/python_sites.h"
 
 namespace replay {
 namespace {
@@ -183,7 +184,10 @@ void WriteLongJob(const std::string& dir) {
     for (int r = 0; r < 4; ++r) job.Wait(r, reqs[static_cast<size_t>(r)], 2);
     for (int r = 0; r < 4; ++r) job.Allreduce(r, grad[static_cast<size_t>(r)], step);
   }
-  for (int r = 0; r < 3; ++r) job.Allreduce(r, grad[static_cast<size_t>(r)], 31, 1024, false);
+  // Rank 0 is a Python program: its last call says where in it it was made.
+  PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
+  job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
+  for (int r = 0; r < 3; ++r) job.Allreduce(r, grad[static_cast<size_t>(r)], 31, 1024, false, r == 0 ? kPythonSiteTag | 1 : 0);
   job.Collective(3, testing::kMpiBarrier, OpKind::kBarrier, SyntheticJob::World(), 2, 0, 0, 0, false);
   for (int r = 0; r < 4; ++r) job.Die(r, SIGTERM);
 }
@@ -277,6 +281,8 @@ TEST_CASE("the HTML report opens on the failing operation: in view without scrol
   std::smatch m;
   REQUIRE(std::regex_search(*html, m, std::regex("data-focus-x=\"([0-9.]+)\"")));
   CHECK(std::stod(m[1]) > 1400);
+  // Each operation's details say where it was called from.
+  CHECK(html->find("called from step (train.py:42) &lt; main (train.py:80)") != std::string::npos);
   testing::WriteFile(tmp / "report.html", *html);
   std::string measured = *html;
   measured.insert(measured.rfind("</body>"), kMeasure);

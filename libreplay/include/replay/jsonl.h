@@ -9,6 +9,9 @@
 // `parent_name`), with peers and roots as world ranks where the communicator's
 // members are known (`peer_world`, `root_world`). A communicator creation's
 // rank in the new communicator, `rank` in dump's form, is `comm_rank` here.
+// An event with a call site says where it was made in `site`, as `replay
+// check` prints call sites: the innermost Python frames of a Python program,
+// then the native function and source line where debug information exists.
 // Ranks follow one another in rank order; within a rank, events are in index
 // order.
 //

@@ -2,9 +2,12 @@
 #include "replay/jsonl.h"
 
 #include <set>
+#include <unordered_map>
 
+#include "analysis/call_site.h"
 #include "analysis/comm_lineage.h"
 #include "trace/event_json.h"
+#include "trace/python_sites.h"
 #include "trace/read_progress.h"
 #include "util/json.h"
 
@@ -95,6 +98,7 @@ Result<JsonLinesSummary> WriteJsonLines(const TraceReader& trace, std::ostream& 
 
   // Second pass: the events, a line each.
   ProgressTally progress(trace, readable, options.progress);
+  analysis::SymbolResolver symbols;
   std::string line;
   for (size_t i : readable) {
     auto reader = trace.OpenRank(i, stream);
@@ -105,10 +109,25 @@ Result<JsonLinesSummary> WriteJsonLines(const TraceReader& trace, std::ostream& 
     }
     const RankReader& r = **reader;
     uint64_t walked = 0;
+    // Call sites resolved once each; a Python site is written before the
+    // first event made from it.
+    std::unordered_map<uint64_t, PythonSite> python_sites;
+    std::unordered_map<uint64_t, std::string> sites;
     auto walk = r.ForEachEvent(progress.Counting([&](const Event& e) {
       ++walked;
       nlohmann::json j = EventToJson(e, r.header());
       AddNames(e, r.rank(), r.header(), lineage, j);
+      if (e.kind == EventKind::kInfo && e.info_key() == kPythonSiteKey) {
+        if (auto site = DecodePythonSite(e.info_value())) python_sites[site->id] = std::move(*site);
+      }
+      if (e.call_site != 0) {
+        auto at = sites.find(e.call_site);
+        if (at == sites.end()) {
+          CallSite site = symbols.Resolve(e.call_site, r.header().modules, python_sites);
+          at = sites.emplace(e.call_site, site.known() ? FormatCallSite(site) : "").first;
+        }
+        if (!at->second.empty()) j["site"] = at->second;
+      }
       line = JsonText(j);
       line += '\n';
       out.write(line.data(), static_cast<std::streamsize>(line.size()));

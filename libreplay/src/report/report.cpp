@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/call_site.h"
 #include "analysis/rank_set.h"
 #include "bundle/redact.h"
 #include "interop/timeline.h"
@@ -104,7 +105,7 @@ std::string ShortName(const Timeline& tl, const TimelineOp& o) {
   return s;
 }
 
-std::string OpTooltip(const Timeline& tl, const RankTimeline& r, const TimelineOp& o) {
+std::string OpTooltip(const Timeline& tl, const RankTimeline& r, const TimelineOp& o, const std::string& site) {
   std::string s = "rank " + std::to_string(r.rank) + ": " + tl.apis[o.api];
   if (o.comm != 0) s += " on " + tl.CommName(o.comm);
   if (o.collective()) s += " #" + std::to_string(o.seq);
@@ -118,6 +119,7 @@ std::string OpTooltip(const Timeline& tl, const RankTimeline& r, const TimelineO
          HumanDuration(r.end_ns - o.start_ns) + " until the trace ends)";
   }
   if (o.rc != 0) s += "\nreturn code " + std::to_string(o.rc);
+  if (!site.empty()) s += "\ncalled from " + site;
   s += "\nevent #" + std::to_string(o.index) + ", thread " + std::to_string(o.thread);
   return s;
 }
@@ -610,7 +612,7 @@ class HtmlPage {
         if (o.collective()) boxes << " data-key=\"" << Key(o.comm, o.seq) << "\"";
         auto f = finding_of.find(ref);
         if (f != finding_of.end()) boxes << " data-f=\"" << f->second << "\"";
-        boxes << "><title>" << Esc(OpTooltip(tl_, r, o)) << "</title></rect>\n";
+        boxes << "><title>" << Esc(OpTooltip(tl_, r, o, Site(rows[i], o.call_site))) << "</title></rect>\n";
         const std::string label = ShortName(tl_, o);
         if (!d.crowded && d.w >= kCharWidth * static_cast<double>(label.size()) + 6) {
           boxes << "<text class=\"oplabel\" x=\"" << Num(d.x0 + 3) << "\" y=\"" << Num(by + 13) << "\" data-w=\""
@@ -669,6 +671,20 @@ class HtmlPage {
             "operations of one collective (same communicator and sequence number) and each message's send and receive. "
             "Hover over an operation for its details; click a finding to mark its operations and scroll to them.</p>\n";
     out_ << "</section>\n";
+  }
+
+  // Where an operation of rank `rank_index` was called from, as check prints
+  // call sites; empty when not known.
+  const std::string& Site(size_t rank_index, uint64_t call_site) {
+    static const std::string kNone;
+    if (call_site == 0) return kNone;
+    auto [at, fresh] = sites_.try_emplace({rank_index, call_site});
+    if (fresh) {
+      const RankTimeline& r = tl_.ranks[rank_index];
+      CallSite site = symbols_.Resolve(call_site, r.header.modules, r.python_sites);
+      if (site.known()) at->second = FormatCallSite(site);
+    }
+    return at->second;
   }
 
   void Ranks() {
@@ -733,6 +749,8 @@ class HtmlPage {
   const ReportOptions& options_;
   const Timeline& tl_;
   const std::vector<Placed> placed_;
+  analysis::SymbolResolver symbols_;
+  std::map<std::pair<size_t, uint64_t>, std::string> sites_;  // (rank index, call site) -> text
   // Where each placed finding is drawn in the timeline (x, y), by its number.
   std::map<size_t, std::pair<double, double>> position_;
   std::ostringstream out_;
