@@ -12,11 +12,16 @@
 namespace replay::interop {
 namespace {
 
+// Walks a rank's events into operations. An operation is held while it is
+// under way and handed on when it ends (its call returned, or the wait that
+// completed it), or at the end of the walk when it never did: to `sink` when
+// there is one, else into the rank's ops when `keep` takes its ordinal. The
+// ops are then put in call order.
 class RankScan {
  public:
   RankScan(const RankReader& reader, std::vector<std::string>* apis, std::unordered_map<std::string, uint32_t>* api_index,
-           analysis::CommLineage* lineage)
-      : reader_(reader), apis_(*apis), api_index_(*api_index), lineage_(*lineage) {}
+           analysis::CommLineage* lineage, const TimelineKeep* keep = nullptr, const TimelineSink* sink = nullptr)
+      : reader_(reader), apis_(*apis), api_index_(*api_index), lineage_(*lineage), keep_(keep), sink_(sink) {}
 
   RankTimeline Run() {
     const RankHeader& h = reader_.header();
@@ -34,20 +39,34 @@ class RankScan {
     });
     if (h.close_realtime_ns > 0) r_.end_ns = std::max(r_.end_ns, h.close_realtime_ns);
     r_.threads.assign(threads.begin(), threads.end());
+    r_.op_count = next_ordinal_;
     // What the threads were inside when the trace ends: their calls, and the
     // requests a wait among them waits for.
+    std::vector<uint64_t> waited;
     for (const auto& [thread, i] : open_) {
-      const TimelineOp& o = r_.ops[i];
+      const TimelineOp& o = live_.at(i);
       if (o.kind != OpKind::kWait) {
-        r_.waited.push_back(i);
+        waited.push_back(i);
         continue;
       }
       auto w = wait_requests_.find(thread);
       if (w == wait_requests_.end()) continue;
       for (int64_t request : w->second) {
         auto p = pending_.find(static_cast<uint64_t>(request));
-        if (p != pending_.end()) r_.waited.push_back(p->second);
+        if (p != pending_.end()) waited.push_back(p->second);
       }
+    }
+    // What never ended, in call order.
+    std::vector<uint64_t> unended;
+    for (const auto& [ordinal, o] : live_) unended.push_back(ordinal);
+    std::sort(unended.begin(), unended.end());
+    for (uint64_t ordinal : unended) Emit(live_.at(ordinal));
+    live_.clear();
+    std::sort(r_.ops.begin(), r_.ops.end(), [](const TimelineOp& a, const TimelineOp& b) { return a.ordinal < b.ordinal; });
+    for (uint64_t ordinal : waited) {
+      auto at = std::lower_bound(r_.ops.begin(), r_.ops.end(), ordinal,
+                                 [](const TimelineOp& o, uint64_t n) { return o.ordinal < n; });
+      if (at != r_.ops.end() && at->ordinal == ordinal) r_.waited.push_back(static_cast<size_t>(at - r_.ops.begin()));
     }
     std::sort(r_.waited.begin(), r_.waited.end());
     r_.waited.erase(std::unique(r_.waited.begin(), r_.waited.end()), r_.waited.end());
@@ -127,14 +146,33 @@ class RankScan {
     o.start_ns = Abs(e.time_ns);
     o.call_site = e.call_site;
     if ((op.flags & op_flags::kInGroup) != 0) o.group = op.group;
-    open_[e.thread] = r_.ops.size();
+    o.ordinal = next_ordinal_++;
+    // A call the thread was still inside did not return: it ends unreturned.
+    if (auto prev = open_.find(e.thread); prev != open_.end()) {
+      auto p = live_.find(prev->second);
+      if (p != live_.end()) Finish(p);
+    }
+    open_[e.thread] = o.ordinal;
     if (op.kind == OpKind::kWait) {
       wait_requests_[e.thread] = e.list;
     } else {
       wait_requests_.erase(e.thread);
     }
-    if (o.nonblocking && op.request != 0) request_of_[r_.ops.size()] = op.request;
-    r_.ops.push_back(o);
+    if (o.nonblocking && op.request != 0) request_of_[o.ordinal] = op.request;
+    live_.emplace(o.ordinal, o);
+  }
+
+  void Emit(const TimelineOp& o) {
+    if (sink_ != nullptr && *sink_) {
+      (*sink_)(r_.rank, o);
+    } else if (keep_ == nullptr || !*keep_ || (*keep_)(r_.rank, o.ordinal)) {
+      r_.ops.push_back(o);
+    }
+  }
+  // Hands on a live operation and forgets it.
+  void Finish(std::unordered_map<uint64_t, TimelineOp>::iterator it) {
+    Emit(it->second);
+    live_.erase(it);
   }
 
   void Matched(TimelineOp& o, int32_t source, uint64_t peer_seq) {
@@ -146,9 +184,11 @@ class RankScan {
   void OnReturn(const Event& e) {
     auto it = open_.find(e.thread);
     if (it == open_.end()) return;
-    size_t i = it->second;
+    uint64_t i = it->second;
     open_.erase(it);
-    TimelineOp& o = r_.ops[i];
+    auto live = live_.find(i);
+    if (live == live_.end()) return;
+    TimelineOp& o = live->second;
     o.return_ns = Abs(e.time_ns);
     o.rc = e.ret.rc;
     uint64_t request = e.ret.request;
@@ -158,21 +198,31 @@ class RankScan {
     }
     request_of_.erase(i);
     if (o.nonblocking && request != 0 && e.ret.rc == 0) {
+      // A request used again before its completion was seen: the earlier
+      // operation never completed.
+      if (auto prev = pending_.find(request); prev != pending_.end()) {
+        auto p = live_.find(prev->second);
+        if (p != live_.end() && p->first != i) Finish(p);
+      }
       pending_[request] = i;
       return;
     }
     o.end_ns = o.return_ns;
     Matched(o, e.ret.source, e.ret.peer_seq);
+    Finish(live);
   }
 
   void OnCompletion(const Event& e) {
     auto it = pending_.find(e.completion.request);
     if (it == pending_.end()) return;
-    TimelineOp& o = r_.ops[it->second];
+    auto live = live_.find(it->second);
     pending_.erase(it);
+    if (live == live_.end()) return;
+    TimelineOp& o = live->second;
     o.end_ns = Abs(e.time_ns);
     if (e.completion.rc != 0) o.rc = e.completion.rc;
     if (!e.completion.cancelled) Matched(o, e.completion.source, e.completion.peer_seq);
+    Finish(live);
   }
 
   void OnCommCreate(const Event& e) {
@@ -185,10 +235,14 @@ class RankScan {
   std::vector<std::string>& apis_;
   std::unordered_map<std::string, uint32_t>& api_index_;
   analysis::CommLineage& lineage_;
+  const TimelineKeep* keep_;
+  const TimelineSink* sink_;
   RankTimeline r_;
-  std::unordered_map<uint32_t, size_t> open_;         // thread -> op inside a call
-  std::unordered_map<size_t, uint64_t> request_of_;   // op -> its request, from the call
-  std::unordered_map<uint64_t, size_t> pending_;      // request -> op
+  uint64_t next_ordinal_ = 0;
+  std::unordered_map<uint64_t, TimelineOp> live_;     // ordinal -> op under way
+  std::unordered_map<uint32_t, uint64_t> open_;       // thread -> op inside a call
+  std::unordered_map<uint64_t, uint64_t> request_of_; // op -> its request, from the call
+  std::unordered_map<uint64_t, uint64_t> pending_;    // request -> op
   std::unordered_map<uint64_t, std::vector<int32_t>> members_;
   std::unordered_map<uint32_t, std::vector<int64_t>> wait_requests_;  // thread -> requests of the wait it is in
 };
@@ -203,15 +257,19 @@ std::string Timeline::CommName(uint64_t comm) const {
   return buf;
 }
 
-Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options) {
-  Timeline tl;
+namespace {
+
+// Opens each chosen rank as a stream and scans it; `done` gets each scan's result.
+// Fails when no rank could be read.
+Status ScanRanks(const TraceReader& trace, const TimelineOptions& options, std::vector<std::string>* apis,
+                 analysis::CommLineage* lineage, std::vector<std::string>* notes,
+                 const std::function<void(RankTimeline)>& done) {
   std::unordered_map<std::string, uint32_t> api_index;
-  analysis::CommLineage lineage;
   std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
-  std::set<uint64_t> comm_ids;
   const size_t n = trace.ranks().size();
   ReadProgress progress;
   progress.ranks = n;
+  size_t scanned = 0;
   for (size_t i = 0; i < n; ++i) {
     const RankEntry& entry = trace.ranks()[i];
     if (!wanted.empty() && wanted.count(entry.rank) == 0) continue;
@@ -219,19 +277,32 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
     stream.stream = true;
     auto reader = trace.OpenRank(i, stream);
     if (!reader.ok()) {
-      tl.notes.push_back(entry.name + ": " + reader.status().message());
+      notes->push_back(entry.name + ": " + reader.status().message());
       continue;
     }
-    RankScan scan(**reader, &tl.apis, &api_index, &lineage);
-    tl.ranks.push_back(scan.Run());
-    for (const TimelineOp& o : tl.ranks.back().ops) {
-      if (o.comm != 0) comm_ids.insert(o.comm);
-    }
+    RankScan scan(**reader, apis, &api_index, lineage, &options.keep, &options.sink);
+    done(scan.Run());
+    ++scanned;
     progress.ranks_done = i + 1;
     progress.events_done += (*reader)->header().event_count;
     if (options.progress) options.progress(progress);
   }
-  if (tl.ranks.empty()) return Status::NotFound(trace.dir() + ": no rank to show");
+  if (scanned == 0) return Status::NotFound(trace.dir() + ": no rank to show");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options) {
+  Timeline tl;
+  analysis::CommLineage lineage;
+  std::set<uint64_t> comm_ids;
+  REPLAY_RETURN_IF_ERROR(ScanRanks(trace, options, &tl.apis, &lineage, &tl.notes, [&](RankTimeline r) {
+    for (const TimelineOp& o : r.ops) {
+      if (o.comm != 0) comm_ids.insert(o.comm);
+    }
+    tl.ranks.push_back(std::move(r));
+  }));
   lineage.Finish();
   for (uint64_t id : comm_ids) tl.comms[id] = TimelineComm{lineage.Name(id), lineage.Members(id)};
   std::sort(tl.ranks.begin(), tl.ranks.end(), [](const RankTimeline& a, const RankTimeline& b) { return a.rank < b.rank; });
@@ -259,24 +330,22 @@ RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis) 
   return r;
 }
 
+bool FindingIsAbout(const Finding& finding, int32_t rank, const TimelineOp& o) {
+  if (finding.comm && finding.seq != 0) return o.collective() && o.comm == finding.comm->id && o.seq == finding.seq;
+  if (!finding.ranks.empty() && std::find(finding.ranks.begin(), finding.ranks.end(), rank) == finding.ranks.end()) {
+    return false;
+  }
+  if (finding.kind == FindingKind::kError) return o.rc != 0;
+  if (finding.kind == FindingKind::kUnmatchedP2p) return o.point_to_point() && o.end_ns < 0;
+  return false;
+}
+
 std::vector<OpRef> FindingOps(const Timeline& timeline, const Finding& finding) {
   std::vector<OpRef> ops;
-  std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
-  const bool collective = finding.comm && finding.seq != 0;
   for (size_t ri = 0; ri < timeline.ranks.size(); ++ri) {
     const RankTimeline& r = timeline.ranks[ri];
-    if (!collective && !ranks.empty() && ranks.count(r.rank) == 0) continue;
     for (size_t k = 0; k < r.ops.size(); ++k) {
-      const TimelineOp& o = r.ops[k];
-      bool about = false;
-      if (collective) {
-        about = o.collective() && o.comm == finding.comm->id && o.seq == finding.seq;
-      } else if (finding.kind == FindingKind::kError) {
-        about = o.rc != 0;
-      } else if (finding.kind == FindingKind::kUnmatchedP2p) {
-        about = o.point_to_point() && o.end_ns < 0;
-      }
-      if (about) ops.push_back({ri, k});
+      if (FindingIsAbout(finding, r.rank, r.ops[k])) ops.push_back({ri, k});
     }
   }
   return ops;

@@ -35,6 +35,7 @@ namespace replay::interop {
 
 struct TimelineOp {
   uint64_t index = 0;       // event index of the call on its rank
+  uint64_t ordinal = 0;     // its place among the rank's operations, in call order from 0
   uint32_t thread = 0;
   uint32_t api = 0;         // into Timeline::apis
   OpKind kind = OpKind::kOther;
@@ -83,7 +84,8 @@ struct RankTimeline {
   std::string status;   // complete, salvaged, running, failed
   int64_t start_ns = 0;
   int64_t end_ns = 0;   // last thing known of the rank
-  std::vector<TimelineOp> ops;  // in call order
+  std::vector<TimelineOp> ops;  // in call order: all of them, or those TimelineOptions::keep took
+  uint64_t op_count = 0;        // operations the rank made, held or not
   std::vector<TimelineInstant> instants;
   std::vector<uint32_t> threads;  // that made calls, ascending
   RankHeader header;              // modules and versions, to resolve call sites and say what ran
@@ -107,12 +109,26 @@ struct Timeline {
   std::string CommName(uint64_t comm) const;
 };
 
+// Whether a view holds operation `ordinal` (call order from 0) of world rank `rank`.
+using TimelineKeep = std::function<bool(int32_t rank, uint64_t ordinal)>;
+// An operation of world rank `rank` handed over when it ended (or, never
+// ended, when its rank's walk did): ops of one rank come in the order they
+// ended, not in call order.
+using TimelineSink = std::function<void(int32_t rank, const TimelineOp& op)>;
+
 struct TimelineOptions {
   std::vector<int32_t> ranks;  // world ranks; empty: all
   ReadProgressFn progress;  // how far reading the ranks has got
+  // When set, each rank holds only the operations this takes (RankTimeline::op_count
+  // still counts them all), so a view of parts of a big trace holds only those.
+  TimelineKeep keep;
+  // When set, every operation goes here instead and none is held: the light
+  // first pass of a view that then builds only what it shows.
+  TimelineSink sink;
 };
 
 Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options = {});
+
 
 // One rank alone, walked once (a reader opened to stream holds nothing of it
 // after): its operations, with API names interned in `apis`, and its
@@ -132,6 +148,8 @@ struct OpRef {
 // unmatched messages, its ranks' point-to-point calls that never completed.
 // Empty for findings about the job as a whole.
 std::vector<OpRef> FindingOps(const Timeline& timeline, const Finding& finding);
+// Whether operation `op` of world rank `rank` is one of those.
+bool FindingIsAbout(const Finding& finding, int32_t rank, const TimelineOp& op);
 
 // When `finding` happened on the timeline (absolute nanoseconds): the first
 // call of its collective on any rank; for errors, the first error, signal or

@@ -279,40 +279,127 @@ std::vector<Placed> PlaceFindings(const Timeline& tl, const CheckReport& report)
   return placed;
 }
 
-// Which operations of each rank a view shows: a window around where each
-// placed finding is on that rank (its operation there, else what the rank was
-// doing at that moment), wider for the first; the last operations of each rank
-// when no finding can be placed.
+// The window of operations around finding `index` of the placed ones: wider
+// for the first.
+std::pair<size_t, size_t> WindowOf(size_t index, size_t before, size_t after) {
+  if (index == 0) return {before, after};
+  return {std::min<size_t>(before, 8), std::min<size_t>(after, 4)};
+}
+
+// The operation of a rank under way when something happened at `time`: the
+// last whose successor started later. Positions into `starts`, in call order.
+template <typename StartAt>
+size_t UnderWayAt(size_t n, int64_t time, const StartAt& start_at) {
+  size_t k = 0;
+  while (k + 1 < n && start_at(k + 1) <= time) ++k;
+  return k;
+}
+
+// Which operations of each rank a view shows (positions into its ops): a
+// window around where each placed finding is on that rank (its operation
+// there, else what the rank was doing at that moment), wider for the first;
+// the last operations of the rank when no finding can be placed. Windows are
+// in call order (ordinals), so a timeline holding only some operations shows
+// the same as one holding all.
 std::vector<size_t> ShownOps(const Timeline& tl, size_t rank_index, const std::vector<Placed>& placed, size_t before,
                              size_t after) {
-  const auto& ops = tl.ranks[rank_index].ops;
-  std::set<size_t> shown;
-  auto window = [&](size_t centre, size_t b, size_t a) {
-    for (size_t k = centre > b ? centre - b : 0; k < ops.size() && k <= centre + a; ++k) shown.insert(k);
-  };
+  const RankTimeline& rank = tl.ranks[rank_index];
+  const auto& ops = rank.ops;
   if (ops.empty()) return {};
-  if (placed.empty()) window(ops.size() - 1, before, 0);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // ordinals, inclusive
+  auto window = [&](uint64_t centre, size_t b, size_t a) { ranges.push_back({centre > b ? centre - b : 0, centre + a}); };
+  if (placed.empty()) window(rank.op_count > 0 ? rank.op_count - 1 : 0, before, 0);
   for (size_t pi = 0; pi < placed.size(); ++pi) {
     const Placed& p = placed[pi];
-    std::optional<size_t> centre;
+    std::optional<uint64_t> centre;
     for (const interop::OpRef& ref : p.ops) {
       if (ref.rank == rank_index) {
-        centre = ref.op;
+        centre = ops[ref.op].ordinal;
         break;
       }
     }
-    if (!centre) {
-      size_t k = 0;
-      while (k + 1 < ops.size() && ops[k + 1].start_ns <= p.time) ++k;
-      centre = k;
-    }
-    if (pi == 0) {
-      window(*centre, before, after);
-    } else {
-      window(*centre, std::min<size_t>(before, 8), std::min<size_t>(after, 4));
+    if (!centre) centre = ops[UnderWayAt(ops.size(), p.time, [&](size_t k) { return ops[k].start_ns; })].ordinal;
+    auto [b, a] = WindowOf(pi, before, after);
+    window(*centre, b, a);
+  }
+  std::vector<size_t> shown;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    for (const auto& [lo, hi] : ranges) {
+      if (ops[k].ordinal >= lo && ops[k].ordinal <= hi) {
+        shown.push_back(k);
+        break;
+      }
     }
   }
-  return {shown.begin(), shown.end()};
+  return shown;
+}
+
+// The timeline a report draws, holding only what it shows: a first pass over
+// the ranks holds nothing but each operation's start and the operations the
+// first findings are about; from them, where each finding that happened at a
+// moment is on each rank; a second pass holds the windows around those.
+Result<Timeline> ReportTimeline(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
+  constexpr size_t kCandidates = 32;  // findings looked for in the first pass
+  constexpr size_t kAboutHeld = 16;   // operations held per finding and rank
+  const size_t candidates = std::min(report.findings.size(), kCandidates);
+  struct RankPass {
+    std::vector<int64_t> starts;                  // by ordinal
+    std::vector<std::set<uint64_t>> about;        // per candidate: the first ordinals it is about
+  };
+  std::map<int32_t, RankPass> pass;
+  interop::TimelineOptions first;
+  first.progress = options.progress;
+  first.sink = [&](int32_t rank, const TimelineOp& o) {
+    RankPass& r = pass[rank];
+    if (r.starts.size() <= o.ordinal) r.starts.resize(o.ordinal + 1, INT64_MAX);
+    r.starts[o.ordinal] = o.start_ns;
+    if (r.about.empty()) r.about.resize(candidates);
+    for (size_t i = 0; i < candidates; ++i) {
+      if (!interop::FindingIsAbout(report.findings[i], rank, o)) continue;
+      std::set<uint64_t>& held = r.about[i];
+      held.insert(o.ordinal);
+      if (held.size() > kAboutHeld) held.erase(std::prev(held.end()));
+    }
+  };
+  REPLAY_ASSIGN_OR_RETURN(Timeline bare, interop::BuildTimeline(trace, first));
+
+  // When each finding happened: its first operation on any rank, or (errors)
+  // its first error or signal, which the bare timeline holds.
+  std::vector<std::pair<size_t, int64_t>> placed;  // (finding, time)
+  for (size_t i = 0; i < candidates && placed.size() < kMaxPlacedFindings; ++i) {
+    std::optional<int64_t> when = interop::FindingTime(bare, report.findings[i]);
+    for (const auto& [rank, r] : pass) {
+      if (r.about.empty()) continue;
+      for (uint64_t ordinal : r.about[i]) when = when ? std::min(*when, r.starts[ordinal]) : r.starts[ordinal];
+    }
+    if (when) placed.push_back({i, *when});
+  }
+  std::map<int32_t, std::vector<std::pair<uint64_t, uint64_t>>> keep;  // rank -> ordinal ranges, inclusive
+  for (const auto& [rank, r] : pass) {
+    auto& ranges = keep[rank];
+    if (r.starts.empty()) continue;
+    auto window = [&](uint64_t centre, size_t b, size_t a) { ranges.push_back({centre > b ? centre - b : 0, centre + a}); };
+    if (placed.empty()) window(r.starts.size() - 1, options.ops_before, 0);
+    for (size_t pi = 0; pi < placed.size(); ++pi) {
+      const auto& [i, time] = placed[pi];
+      const std::set<uint64_t>& about = r.about.empty() ? std::set<uint64_t>{} : r.about[i];
+      for (uint64_t ordinal : about) ranges.push_back({ordinal, ordinal});
+      const uint64_t centre = !about.empty() ? *about.begin()
+                                             : UnderWayAt(r.starts.size(), time, [&](size_t k) { return r.starts[k]; });
+      auto [b, a] = WindowOf(pi, options.ops_before, options.ops_after);
+      window(centre, b, a);
+    }
+  }
+  interop::TimelineOptions second;
+  second.keep = [&](int32_t rank, uint64_t ordinal) {
+    auto at = keep.find(rank);
+    if (at == keep.end()) return false;
+    for (const auto& [lo, hi] : at->second) {
+      if (ordinal >= lo && ordinal <= hi) return true;
+    }
+    return false;
+  };
+  return interop::BuildTimeline(trace, second);
 }
 
 class HtmlPage {
@@ -434,7 +521,7 @@ class HtmlPage {
     size_t shown_ops = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       shown[i] = ShownOps(tl_, rows[i], placed_, options_.ops_before, options_.ops_after);
-      total_ops += tl_.ranks[rows[i]].ops.size();
+      total_ops += tl_.ranks[rows[i]].op_count;
       shown_ops += shown[i].size();
     }
     // Which placed findings each operation belongs to, and the focus's operations.
@@ -788,7 +875,7 @@ std::string TextTimeline(const Timeline& tl, const std::vector<Placed>& placed, 
     std::vector<size_t> shown = ShownOps(tl, ri, focus, 3, 2);
     std::string line = "rank " + std::to_string(r.rank);
     line.resize(std::max<size_t>(line.size() + 2, 9), ' ');
-    if (!shown.empty() && shown.front() > 0) line += "… ";
+    if (!shown.empty() && r.ops[shown.front()].ordinal > 0) line += "… ";
     bool first = true;
     bool marked = !p.missing.count(r.rank);
     auto item = [&](const std::string& s) {
@@ -810,7 +897,7 @@ std::string TextTimeline(const Timeline& tl, const std::vector<Placed>& placed, 
       item(about.count({ri, k}) ? "[" + s + "]" : s);
     }
     if (!marked) item("(missing from #" + std::to_string(p.finding->seq) + ")");
-    if (!shown.empty() && shown.back() + 1 < r.ops.size()) line += " …";
+    if (!shown.empty() && r.ops[shown.back()].ordinal + 1 < r.op_count) line += " …";
     text << line << "\n";
   }
   if (rows < tl.ranks.size()) text << "… " << tl.ranks.size() - rows << " more ranks\n";
@@ -820,17 +907,13 @@ std::string TextTimeline(const Timeline& tl, const std::vector<Placed>& placed, 
 }  // namespace
 
 Result<std::string> RenderHtmlReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
-  interop::TimelineOptions to;
-  to.progress = options.progress;
-  REPLAY_ASSIGN_OR_RETURN(Timeline tl, interop::BuildTimeline(trace, to));
+  REPLAY_ASSIGN_OR_RETURN(Timeline tl, ReportTimeline(trace, report, options));
   HtmlPage page(trace, report, options, tl);
   return page.Render();
 }
 
 Result<std::string> RenderMarkdownReport(const TraceReader& trace, const CheckReport& report, const ReportOptions& options) {
-  interop::TimelineOptions to;
-  to.progress = options.progress;
-  REPLAY_ASSIGN_OR_RETURN(Timeline tl, interop::BuildTimeline(trace, to));
+  REPLAY_ASSIGN_OR_RETURN(Timeline tl, ReportTimeline(trace, report, options));
   const std::vector<Placed> placed = PlaceFindings(tl, report);
   std::ostringstream md;
   const std::string name = TraceName(trace, options);
