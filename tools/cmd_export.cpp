@@ -1,4 +1,4 @@
-// replay export DIR --format perfetto|jsonl|flight-recorder [-o PATH]: a trace for other tools.
+// replay export DIR --format perfetto|pftrace|jsonl|flight-recorder [-o PATH]: a trace for other tools.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -32,6 +32,12 @@ constexpr const char* kHelp = R"(Formats:
                    and receive, marks, errors and signals as instants.
                    -o FILE (- for stdout).
 
+  pftrace          The same timeline in Perfetto's own binary format (protobuf,
+                   .pftrace), for ui.perfetto.dev and trace_processor: under
+                   half the JSON's size, written in half the time; what to use
+                   for a large trace. -o FILE (- for stdout when it is not a
+                   terminal).
+
   jsonl            JSON Lines: one event per line, every rank, each line the
                    event as `replay dump --json` prints it plus its rank, its
                    wall-clock time (realtime_ns) and communicators by name
@@ -46,7 +52,7 @@ constexpr const char* kHelp = R"(Formats:
                    PyTorch's analyzer reads: torchfrtrace DIR -p nccl_trace_rank_
                    Field mapping in docs/flight-recorder.md.
 
-A window (perfetto) keeps the operations that overlap a stretch of time, the
+A window (perfetto, pftrace) keeps the operations that overlap a stretch of time, the
 marks, errors and signals in it and the arrows between what is kept; times stay
 counted from the start of the trace:
 
@@ -158,16 +164,19 @@ Status WriteTo(const std::string& path, const std::function<Status(std::ostream&
 }
 
 int Run(const Options& opt) {
-  if (opt.format != "perfetto" && opt.format != "jsonl" && opt.format != "flight-recorder") {
-    return Fail("export", "--format " + opt.format + " is not one of perfetto, jsonl, flight-recorder");
+  const bool timeline = opt.format == "perfetto" || opt.format == "pftrace";
+  if (!timeline && opt.format != "jsonl" && opt.format != "flight-recorder") {
+    return Fail("export", "--format " + opt.format + " is not one of perfetto, pftrace, jsonl, flight-recorder");
   }
   if (opt.json && opt.format != "flight-recorder") {
-    return Fail("export", "--json is for --format flight-recorder (" + opt.format + " is always JSON)");
+    return Fail("export", "--json is for --format flight-recorder (" + opt.format + " has one form)");
   }
-  if (!opt.window.empty() && opt.format != "perfetto") return Fail("export", "--window is for --format perfetto");
+  if (!opt.window.empty() && !timeline) return Fail("export", "--window is for --format perfetto or pftrace");
   if (opt.out.empty() && opt.format != "jsonl") {
-    return Fail("export", "--format " + opt.format + " needs -o " +
-                              (opt.format == "perfetto" ? "FILE (- for stdout)" : "DIR"));
+    return Fail("export", "--format " + opt.format + " needs -o " + (timeline ? "FILE (- for stdout)" : "DIR"));
+  }
+  if (opt.format == "pftrace" && opt.out == "-" && isatty(STDOUT_FILENO) != 0) {
+    return Fail("export", "--format pftrace is binary: give -o FILE, or redirect stdout to a file or a pipe");
   }
   std::optional<WindowArg> window;
   if (!opt.window.empty()) {
@@ -211,7 +220,7 @@ int Run(const Options& opt) {
     return kExitOk;
   }
 
-  if (opt.format == "perfetto") {
+  if (timeline) {
     PerfettoOptions po;
     po.ranks = ranks;
     po.progress = on_rank;
@@ -238,7 +247,7 @@ int Run(const Options& opt) {
     }
     PerfettoSummary summary;
     Status s = WriteTo(opt.out, [&](std::ostream& os) {
-      auto written = WritePerfetto(**trace, os, po);
+      auto written = opt.format == "pftrace" ? WritePerfettoProto(**trace, os, po) : WritePerfetto(**trace, os, po);
       if (!written.ok()) return written.status();
       summary = *written;
       return Status::Ok();
@@ -257,10 +266,11 @@ int Run(const Options& opt) {
                  std::string(FindingKindName(f.kind)) + ": " + f.title;
       }
     }
-    std::printf("%s %s: %llu ranks, %llu operations%s, %llu arrows (open in ui.perfetto.dev or chrome://tracing)\n",
+    std::printf("%s %s: %llu ranks, %llu operations%s, %llu arrows (open in ui.perfetto.dev or %s)\n",
                 Paint(Color::kBold, "replay export").c_str(), opt.out.c_str(),
                 static_cast<unsigned long long>(summary.ranks), static_cast<unsigned long long>(summary.slices),
-                shown.c_str(), static_cast<unsigned long long>(summary.flows));
+                shown.c_str(), static_cast<unsigned long long>(summary.flows),
+                opt.format == "pftrace" ? "trace_processor" : "chrome://tracing");
     return kExitOk;
   }
 
@@ -282,16 +292,16 @@ int Run(const Options& opt) {
 
 void AddExportCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
-      "export", "Write a trace for other tools: Perfetto/Chrome trace, JSON Lines, Flight Recorder dumps");
+      "export", "Write a trace for other tools: Perfetto timeline (JSON or protobuf), JSON Lines, Flight Recorder dumps");
   cmd->footer(kHelp);
   auto opt = std::make_shared<Options>();
   cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
-  cmd->add_option("--format,-f", opt->format, "perfetto, jsonl or flight-recorder")->required();
+  cmd->add_option("--format,-f", opt->format, "perfetto, pftrace, jsonl or flight-recorder")->required();
   cmd->add_option("-o,--output", opt->out,
-                  "File (perfetto, jsonl; - for stdout, jsonl's default) or directory (flight-recorder)");
+                  "File (perfetto, pftrace, jsonl; - for stdout, jsonl's default) or directory (flight-recorder)");
   cmd->add_flag("--json", opt->json, "flight-recorder: JSON dumps instead of pickles");
   cmd->add_option("--ranks", opt->ranks, "Only these world ranks, e.g. 0,2,5-7");
-  cmd->add_option("--window", opt->window, "perfetto: only START:END (seconds) or first-finding[:SECONDS]");
+  cmd->add_option("--window", opt->window, "perfetto, pftrace: only START:END (seconds) or first-finding[:SECONDS]");
   cmd->callback([=] { *exit_code = Run(*opt); });
 }
 

@@ -10,6 +10,8 @@ packages=(
   openmpi-bin libopenmpi-dev
   capnproto libcapnp-dev
   libzstd-dev libxxhash-dev libdw-dev
+  # Perfetto's protobuf trace format (replay export --format pftrace).
+  protobuf-compiler libprotobuf-dev
   libspdlog-dev libfmt-dev
   catch2 libcli11-dev nlohmann-json3-dev
   # The report tests render pages in headless Chromium and read its screenshots.

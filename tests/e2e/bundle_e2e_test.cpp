@@ -1,6 +1,6 @@
 // End-to-end: a recorded job bundled, reported and exported with the `replay`
 // command, every command reading bundles and Flight Recorder dumps, and the
-// export's streams and windows.
+// export's streams and windows (the Perfetto timeline as JSON and as protobuf).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "interop/pftrace_reader.h"
 #include "interop/timed_job.h"
 #include "replay/bundle.h"
 #include "replay/trace_reader.h"
@@ -230,6 +231,36 @@ TEST_CASE("a recorded job's bundle is small, redacted, and every command reads i
     for (const auto& ev : doc["traceEvents"]) pids.insert(ev["pid"].get<int>());
     CHECK(pids == std::set<int>{0, 1, 2, 3});
   }
+  SECTION("exported as a Perfetto protobuf trace, it has the JSON form's processes, operations and arrows") {
+    RunResult j = Run(Replay() + " export " + t + " --format perfetto -o " + (tmp / "trace.json"), 60);
+    REQUIRE(j.exit_code == 0);
+    RunResult e = Run(Replay() + " export " + t + " --format pftrace -o " + (tmp / "trace.pftrace"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    CHECK(e.output.find("(open in ui.perfetto.dev or trace_processor)") != std::string::npos);
+    testing::Pftrace p = testing::ReadPftrace(testing::ReadFile(tmp / "trace.pftrace"));
+    std::set<int> ranks;
+    for (const auto& [uuid, track] : p.tracks) {
+      if (track.is_process) ranks.insert(track.pid - 1);
+    }
+    CHECK(ranks == std::set<int>{0, 1, 2, 3});
+    json doc = json::parse(testing::ReadFile(tmp / "trace.json"));
+    std::multiset<std::string> json_slices;
+    size_t json_arrows = 0;
+    for (const auto& ev : doc["traceEvents"]) {
+      if (ev["ph"] == "X") json_slices.insert(std::to_string(ev["pid"].get<int>()) + " " + ev["name"].get<std::string>());
+      if (ev["ph"] == "s") ++json_arrows;
+    }
+    std::multiset<std::string> slices;
+    size_t arrows = 0;
+    for (const testing::PftraceSlice& sl : p.slices) {
+      slices.insert(std::to_string(sl.rank) + " " + sl.name);
+      arrows += sl.flows_out.size();
+    }
+    CHECK(slices == json_slices);
+    CHECK(arrows == json_arrows);
+    CHECK(std::filesystem::file_size(tmp / "trace.pftrace") < std::filesystem::file_size(tmp / "trace.json") / 2);
+  }
 }
 
 TEST_CASE("commands given a damaged or foreign file say what it is and exit 2", "[e2e]") {
@@ -403,6 +434,32 @@ TEST_CASE("export --window keeps what happens in a stretch of time", "[e2e][cli]
     CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
     CHECK(names.count("MPI_Allreduce #2") == 0);
   }
+  SECTION("as a Perfetto protobuf trace, the same window, and one line to say what was written") {
+    RunResult j = Run(Replay() + " export " + t + " --format perfetto --window 4:6 -o " + (tmp / "w.json"), 60);
+    REQUIRE(j.exit_code == 0);
+    RunResult e = Run(Replay() + " export " + t + " --format pftrace --window 4:6 -o " + (tmp / "w.pftrace"), 60);
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    std::vector<std::string> lines = testing::Grep(e.output, "replay export");
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("w.pftrace: 3 ranks, 3 operations in 4.000-6.000 s (12 outside), 2 arrows") != std::string::npos);
+    testing::Pftrace p = testing::ReadPftrace(testing::ReadFile(tmp / "w.pftrace"));
+    std::multiset<std::string> names;
+    for (const testing::PftraceSlice& sl : p.slices) names.insert(sl.name);
+    CHECK(names == SliceNames(tmp / "w.json", &first, &last));
+    CHECK(names == std::multiset<std::string>{"MPI_Allreduce #2", "MPI_Allreduce #2", "MPI_Allreduce #2"});
+
+    RunResult f = Run(Replay() + " export " + t + " -f pftrace --window first-finding:2 -o " + (tmp / "f.pftrace"), 60);
+    INFO(f.output);
+    REQUIRE(f.exit_code == 0);
+    CHECK(f.output.find("8.000-10.000 s") != std::string::npos);
+    CHECK(f.output.find("around finding 1") != std::string::npos);
+    testing::Pftrace around = testing::ReadPftrace(testing::ReadFile(tmp / "f.pftrace"));
+    names.clear();
+    for (const testing::PftraceSlice& sl : around.slices) names.insert(sl.name);
+    CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
+    CHECK(names.count("MPI_Allreduce #2") == 0);
+  }
   SECTION("around the first finding of a trace without findings: says so and writes nothing") {
     testing::WriteTimedJob(tmp / "ok", false);
     RunResult e = RunApart(Replay() + " export " + (tmp / "ok") + " -f perfetto --window first-finding -o " + (tmp / "w.json"), 60);
@@ -413,17 +470,20 @@ TEST_CASE("export --window keeps what happens in a stretch of time", "[e2e][cli]
     CHECK(!std::filesystem::exists(tmp / "w.json"));
   }
   SECTION("a window that is not one gets an error naming the form") {
-    for (std::string bad : {"5", "6:4", "a:b", "first-finding:0", "first-finding:x", "first", "-1:2"}) {
-      RunResult e = RunApart(Replay() + " export " + t + " -f perfetto --window=" + bad + " -o " + (tmp / "w.json"), 60);
-      INFO("--window " << bad << ": " << e.error);
-      CHECK(e.exit_code == 2);
-      CHECK(e.error.find("--window " + bad + ":") != std::string::npos);
-      CHECK(e.error.find("START:END") != std::string::npos);
-      CHECK(e.error.find("first-finding[:SECONDS]") != std::string::npos);
+    for (std::string format : {"perfetto", "pftrace"}) {
+      for (std::string bad : {"5", "6:4", "a:b", "first-finding:0", "first-finding:x", "first", "-1:2"}) {
+        RunResult e = RunApart(Replay() + " export " + t + " -f " + format + " --window=" + bad + " -o " + (tmp / "w.out"), 60);
+        INFO(format << " --window " << bad << ": " << e.error);
+        CHECK(e.exit_code == 2);
+        CHECK(e.error.find("--window " + bad + ":") != std::string::npos);
+        CHECK(e.error.find("START:END") != std::string::npos);
+        CHECK(e.error.find("first-finding[:SECONDS]") != std::string::npos);
+        CHECK(!std::filesystem::exists(tmp / "w.out"));
+      }
     }
     RunResult jsonl = RunApart(Replay() + " export " + t + " -f jsonl --window 1:2", 60);
     CHECK(jsonl.exit_code == 2);
-    CHECK(jsonl.error.find("--window is for --format perfetto") != std::string::npos);
+    CHECK(jsonl.error.find("--window is for --format perfetto or pftrace") != std::string::npos);
   }
 }
 

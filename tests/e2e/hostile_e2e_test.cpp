@@ -148,6 +148,7 @@ std::vector<std::pair<std::string, std::string>> Commands(const std::string& inp
       {"report", r + "report " + input + " -o " + out + "/report.html"},
       {"report --markdown", r + "report --markdown " + input + " > /dev/null"},
       {"export perfetto", r + "export -f perfetto " + input + " -o " + out + "/trace.json"},
+      {"export pftrace", r + "export -f pftrace " + input + " -o " + out + "/trace.pftrace"},
       {"export jsonl", r + "export -f jsonl " + input + " -o " + out + "/trace.jsonl"},
       {"export flight-recorder", r + "export -f flight-recorder " + input + " -o " + out + "/fr"},
       {"bundle", r + "bundle " + input + " -o " + out + "/again.rpb"},

@@ -48,8 +48,8 @@ inline void ServeRecording(const std::string& dir, int32_t rank, const std::stri
 }
 
 // `replay dump` (text and JSON), the re-run's oracle, `check` (and its JSON, the Markdown and HTML
-// reports), `diff` of the trace with itself, the Perfetto export and the
-// Flight Recorder export (into `scratch`/fr).
+// reports), `diff` of the trace with itself, the Perfetto exports (JSON and
+// protobuf) and the Flight Recorder export (into `scratch`/fr).
 inline void ReadTrace(const std::string& dir, const std::string& scratch) {
   auto trace = TraceReader::Open(dir);
   if (!trace.ok()) return;
@@ -79,6 +79,8 @@ inline void ReadTrace(const std::string& dir, const std::string& scratch) {
   if (diff.ok()) (void)JsonText(DiffReportToJson(*diff));
   std::ostringstream perfetto;
   (void)WritePerfetto(t, perfetto);
+  std::ostringstream pftrace;
+  (void)WritePerfettoProto(t, pftrace);
   (void)ExportFlightRecorder(t, scratch + "/fr");
 }
 

@@ -9,7 +9,7 @@
 // is written as a trace directory with the real encoders, read back with
 // TraceReader, and given to everything that reads a trace's content: `check`
 // (and its JSON), the Markdown and HTML reports, `diff`, `dump` (text and
-// JSON), the Perfetto export and the flight-recorder export.
+// JSON), the Perfetto exports (JSON, protobuf) and the flight-recorder export.
 //
 // The property checked is that none of them crashes, hangs, trips ASan or
 // UBSan, or allocates without bound, whatever the events say.

@@ -99,6 +99,10 @@ TEST_CASE("an installed replay records, and outside projects read its traces thr
     CHECK(ranks[1].rfind("rank 1 complete ", 0) == 0);
     CHECK(Grep(cmake_read.output, "first call: MPI_Init").size() == 2);
     CHECK(Grep(cmake_read.output, "findings 0").size() == 1);
+    // The Perfetto protobuf export links too (the package brings protobuf's runtime).
+    const std::regex pftrace_line(R"(pftrace ([1-9][0-9]*) packets [1-9][0-9]* bytes)");
+    std::smatch pftrace;
+    CHECK(std::regex_search(cmake_read.output, pftrace, pftrace_line));
 
     // pkg-config alone.
     RunResult pc = Run("export PKG_CONFIG_PATH=" + libdir + "/pkgconfig; " + REPLAY_CXX_COMPILER + " -std=c++20 -o " +
@@ -111,5 +115,6 @@ TEST_CASE("an installed replay records, and outside projects read its traces thr
     INFO(pc_read.output);
     REQUIRE(pc_read.exit_code == 0);
     CHECK(RankLines(pc_read.output) == ranks);
+    CHECK(Grep(pc_read.output, "pftrace ") == Grep(cmake_read.output, "pftrace "));
   }
 }

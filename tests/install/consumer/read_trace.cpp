@@ -1,11 +1,14 @@
 // read_trace TRACE: reads a trace through the installed public headers alone
-// and prints, per rank, its number, status and events and its first call, and
-// then the number of findings of `replay check`.
+// and prints, per rank, its number, status and events and its first call, then
+// the number of findings of `replay check`, then how many packets and bytes
+// its Perfetto protobuf export has.
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <replay/check.h>
 #include <replay/event_format.h>
+#include <replay/perfetto.h>
 #include <replay/trace_reader.h>
 #include <replay/version.h>
 
@@ -44,5 +47,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("findings %zu\n", report->findings.size());
+  std::ostringstream pftrace;
+  auto written = replay::WritePerfettoProto(**trace, pftrace);
+  if (!written.ok()) {
+    std::fprintf(stderr, "read_trace: %s\n", written.status().message().c_str());
+    return 2;
+  }
+  std::printf("pftrace %llu packets %zu bytes\n", static_cast<unsigned long long>(written->events),
+              pftrace.str().size());
   return 0;
 }
