@@ -114,7 +114,7 @@ Result<PerfettoSummary> WritePerfetto(const TraceReader& trace, std::ostream& ou
   }
   em.Begin(other);
   JsonSink sink(em, tl.start_ns);
-  PerfettoSummary summary = interop::WalkPerfetto(plan, options.flows, sink);
+  REPLAY_ASSIGN_OR_RETURN(PerfettoSummary summary, interop::WalkPerfetto(plan, sink));
   em.End();
   summary.events = em.count();
   if (!out) return Status::IoError("writing the Perfetto trace failed");

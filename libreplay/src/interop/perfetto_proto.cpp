@@ -236,14 +236,15 @@ class ProtoSink : public interop::PerfettoSink {
 Result<PerfettoSummary> WritePerfettoProto(const TraceReader& trace, std::ostream& out,
                                            const PerfettoOptions& options) {
   REPLAY_ASSIGN_OR_RETURN(interop::PerfettoPlan plan, interop::PlanPerfetto(trace, options));
-  PerfettoSummary summary;
+  Result<PerfettoSummary> summary = PerfettoSummary{};
   bool written = false;
   {
     ProtoSink sink(out, plan.timeline.start_ns);
     sink.Begin();
-    summary = interop::WalkPerfetto(plan, options.flows, sink);
+    summary = interop::WalkPerfetto(plan, sink);
+    if (!summary.ok()) return summary.status();
     written = sink.Finish();
-    summary.events = sink.packets();
+    summary->events = sink.packets();
   }  // the stream flushes what it holds into `out`
   if (!written || !out) return Status::IoError("writing the Perfetto trace failed");
   return summary;

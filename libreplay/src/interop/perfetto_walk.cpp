@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 
 namespace replay::interop {
@@ -11,30 +13,46 @@ namespace {
 // A rank's track before lanes: (0, thread) or (1, communicator).
 using TrackKey = std::pair<int, uint64_t>;
 
-// Where an operation was drawn: enough to start or end an arrow at it.
-struct Anchor {
-  size_t rank = 0;  // into Timeline::ranks
-  size_t op = 0;    // into its ops
+// What planning keeps of an operation to lay it out.
+struct OpSpan {
+  int64_t start_ns = 0;
+  int64_t end_ns = -1;  // as TimelineOp::end_ns
+  uint32_t key = 0;     // into its rank's track keys
+};
+
+// What planning keeps of one rank while the others are read.
+struct RankSpans {
+  std::vector<OpSpan> ops;  // by ordinal
+  std::vector<TrackKey> keys;
+  std::map<TrackKey, uint32_t> key_index;
+};
+
+// A caller of a collective, or one side of a message.
+struct Caller {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  int64_t start_ns = 0;
+  uint64_t ordinal = 0;
+  int32_t rank = 0;  // world rank until laid out, then into Timeline::ranks
   int32_t track = 0;
-  int64_t time_ns = 0;
+};
+struct MessageSide {
+  MessageKey key{};
+  int64_t start_ns = 0;
+  uint64_t ordinal = 0;
+  int32_t rank = 0;
+  int32_t track = 0;
 };
 
-// One rank laid out: every operation's lane, whatever the window, so that a
-// window puts each one where the whole trace does.
-struct RankLayout {
-  std::vector<size_t> order;           // ops by start time
-  std::vector<int32_t> track;          // per op: its track; 0 outside the window
-  std::vector<PerfettoTrack> tracks;   // by id - 1
-  std::vector<bool> used;              // by id: shows something
-  std::vector<std::pair<int32_t, const TimelineInstant*>> instants;  // in the window, with their track
-};
-
-int64_t EndOf(const RankTimeline& r, const TimelineOp& o) {
-  return std::max(o.start_ns, o.end_ns >= 0 ? o.end_ns : r.end_ns);
+int64_t EndOf(const RankTimeline& r, int64_t start_ns, int64_t end_ns) {
+  return std::max(start_ns, end_ns >= 0 ? end_ns : r.end_ns);
 }
 
-RankLayout LayOut(const Timeline& tl, const RankTimeline& r, int64_t window_from, int64_t window_to) {
-  RankLayout layout;
+// Every operation's lane, whatever the window, so that a window puts each one
+// where the whole trace does.
+PerfettoRankPlan LayOut(const Timeline& tl, const RankTimeline& r, const RankSpans& spans, int64_t window_from,
+                        int64_t window_to, uint64_t* left_out) {
+  PerfettoRankPlan layout;
   struct Lane {
     int32_t track;
     int64_t end;
@@ -61,35 +79,37 @@ RankLayout LayOut(const Timeline& tl, const RankTimeline& r, int64_t window_from
   // Tracks are created in a stable order: threads, then communicators by name.
   for (uint32_t t : r.threads) lane_for({0, t}, INT64_MIN, INT64_MIN);
   std::vector<std::pair<std::string, uint64_t>> comms;
-  for (const TimelineOp& o : r.ops) {
-    if (o.comm != 0) comms.emplace_back(tl.CommName(o.comm), o.comm);
+  for (const TrackKey& key : spans.keys) {
+    if (key.first == 1) comms.emplace_back(tl.CommName(key.second), key.second);
   }
   std::sort(comms.begin(), comms.end());
-  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   for (const auto& c : comms) lane_for({1, c.second}, INT64_MIN, INT64_MIN);
 
-  layout.order.resize(r.ops.size());
-  for (size_t i = 0; i < layout.order.size(); ++i) layout.order[i] = i;
-  std::stable_sort(layout.order.begin(), layout.order.end(),
-                   [&](size_t a, size_t b) { return r.ops[a].start_ns < r.ops[b].start_ns; });
-  layout.track.assign(r.ops.size(), 0);
+  std::vector<uint32_t> order(spans.ops.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return spans.ops[a].start_ns < spans.ops[b].start_ns; });
+  layout.track.assign(spans.ops.size(), 0);
   layout.used.assign(layout.tracks.size() + 1, false);
-  for (size_t i : layout.order) {
-    const TimelineOp& o = r.ops[i];
-    const int64_t end = EndOf(r, o);
-    const TrackKey key = o.comm != 0 ? TrackKey{1, o.comm} : TrackKey{0, o.thread};
-    const int32_t track = lane_for(key, o.start_ns, end);
+  for (uint32_t i : order) {
+    const OpSpan& o = spans.ops[i];
+    const int64_t end = EndOf(r, o.start_ns, o.end_ns);
+    const int32_t track = lane_for(spans.keys[o.key], o.start_ns, end);
     if (layout.used.size() <= static_cast<size_t>(track)) layout.used.resize(static_cast<size_t>(track) + 1, false);
-    if (o.start_ns > window_to || end < window_from) continue;
+    if (o.start_ns > window_to || end < window_from) {
+      ++*left_out;
+      continue;
+    }
     layout.track[i] = track;
     layout.used[static_cast<size_t>(track)] = true;
   }
   // Instants go on their thread's first track.
-  for (const TimelineInstant& in : r.instants) {
+  for (size_t k = 0; k < r.instants.size(); ++k) {
+    const TimelineInstant& in = r.instants[k];
     if (in.time_ns < window_from || in.time_ns > window_to) continue;
     auto lanes = lanes_of.find({0, in.thread});
     const int32_t track = lanes != lanes_of.end() ? lanes->second.front().track : 0;
-    layout.instants.emplace_back(track, &in);
+    layout.instants.emplace_back(track, k);
     if (track != 0) layout.used[static_cast<size_t>(track)] = true;
   }
   return layout;
@@ -114,7 +134,7 @@ void DescribeSlice(const Timeline& tl, const RankTimeline& r, const TimelineOp& 
   s->name = SliceName(tl, o, ended);
   s->category = o.collective() ? "collective" : o.point_to_point() ? "p2p" : "call";
   s->start_ns = o.start_ns;
-  s->end_ns = EndOf(r, o);
+  s->end_ns = EndOf(r, o.start_ns, o.end_ns);
   std::vector<PerfettoArg>& args = s->args;
   args.clear();
   args.push_back({"event", uint64_t{o.index}});
@@ -138,147 +158,194 @@ void DescribeSlice(const Timeline& tl, const RankTimeline& r, const TimelineOp& 
   }
 }
 
-// Arrow ids by the operation they start or end at, sorted by operation.
-using ArrowIndex = std::vector<std::pair<size_t, uint64_t>>;
-
-std::span<const uint64_t> ArrowsAt(const ArrowIndex& index, size_t op, std::vector<uint64_t>* ids) {
+std::span<const uint64_t> ArrowsAt(const PerfettoArrowIndex& index, uint64_t ordinal, std::vector<uint64_t>* ids) {
   ids->clear();
-  auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(op, uint64_t{0}));
-  for (; it != index.end() && it->first == op; ++it) ids->push_back(it->second);
+  auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(ordinal, uint64_t{0}));
+  for (; it != index.end() && it->first == ordinal; ++it) ids->push_back(it->second);
   return *ids;
+}
+
+// Drops what a vector holds, capacity included.
+template <typename T>
+void Release(std::vector<T>& v) {
+  std::vector<T>().swap(v);
 }
 
 }  // namespace
 
 Result<PerfettoPlan> PlanPerfetto(const TraceReader& trace, const PerfettoOptions& options) {
+  PerfettoPlan plan;
+  plan.trace = &trace;
+  plan.ranks = options.ranks;
+
+  // One read of every rank: spans to lay out, the callers of collectives and
+  // the sides of messages to join, and when each finding of `around` happened.
+  std::unordered_map<int32_t, RankSpans> spans;
+  std::vector<Caller> callers;
+  std::vector<MessageSide> sends;
+  std::vector<MessageSide> receives;
+  std::vector<std::optional<int64_t>> when(options.around.size());
   TimelineOptions timeline_options;
   timeline_options.ranks = options.ranks;
   timeline_options.progress = options.progress;
-  PerfettoPlan plan;
+  timeline_options.sink = [&](int32_t rank, const TimelineOp& o) {
+    RankSpans& s = spans[rank];
+    const TrackKey key = o.comm != 0 ? TrackKey{1, o.comm} : TrackKey{0, o.thread};
+    auto [k, added] = s.key_index.emplace(key, static_cast<uint32_t>(s.keys.size()));
+    if (added) s.keys.push_back(key);
+    if (s.ops.size() <= o.ordinal) s.ops.resize(o.ordinal + 1);
+    s.ops[o.ordinal] = {o.start_ns, o.end_ns, k->second};
+    if (options.flows) {
+      if (o.collective()) {
+        callers.push_back({o.comm, o.seq, o.start_ns, o.ordinal, rank, 0});
+      } else if (o.point_to_point() && o.peer >= 0 && o.peer_seq != 0) {
+        if (o.is_send) {
+          sends.push_back({{o.comm, rank, o.peer, o.peer_seq}, o.start_ns, o.ordinal, rank, 0});
+        } else {
+          receives.push_back({{o.comm, o.peer, rank, o.peer_seq}, o.start_ns, o.ordinal, rank, 0});
+        }
+      }
+    }
+    for (size_t i = 0; i < options.around.size(); ++i) {
+      if (FindingIsAbout(options.around[i], rank, o)) when[i] = when[i] ? std::min(*when[i], o.start_ns) : o.start_ns;
+    }
+  };
   REPLAY_ASSIGN_OR_RETURN(plan.timeline, BuildTimeline(trace, timeline_options));
   const Timeline& tl = plan.timeline;
+
   if (options.around.empty()) {
     plan.window = options.window;
-    return plan;
+  } else {
+    for (size_t i = 0; i < options.around.size() && !plan.window; ++i) {
+      std::optional<int64_t> at = FindingTime(tl, options.around[i], when[i]);
+      if (!at) continue;
+      const int64_t centre = *at - tl.start_ns;
+      plan.window = PerfettoWindow{std::max<int64_t>(0, centre - options.around_ns / 2), centre + options.around_ns / 2};
+      plan.finding = static_cast<int>(i);
+    }
+    if (!plan.window) {
+      const size_t n = options.around.size();
+      return Status::NotFound(std::string(n == 1 ? "the finding" : "none of the " + std::to_string(n) + " findings") +
+                              " happened at a moment the trace shows (" + (n == 1 ? "it is" : "they are") +
+                              " about the job as a whole, e.g. configuration or a straggler)");
+    }
   }
-  for (size_t i = 0; i < options.around.size() && !plan.window; ++i) {
-    std::optional<int64_t> when = FindingTime(tl, options.around[i]);
-    if (!when) continue;
-    const int64_t centre = *when - tl.start_ns;
-    plan.window = PerfettoWindow{std::max<int64_t>(0, centre - options.around_ns / 2), centre + options.around_ns / 2};
-    plan.finding = static_cast<int>(i);
-  }
-  if (!plan.window) {
-    const size_t n = options.around.size();
-    return Status::NotFound(std::string(n == 1 ? "the finding" : "none of the " + std::to_string(n) + " findings") +
-                            " happened at a moment the trace shows (" + (n == 1 ? "it is" : "they are") +
-                            " about the job as a whole, e.g. configuration or a straggler)");
-  }
-  return plan;
-}
-
-PerfettoSummary WalkPerfetto(const PerfettoPlan& plan, bool arrows, PerfettoSink& sink) {
-  const Timeline& tl = plan.timeline;
-  const std::optional<PerfettoWindow>& window = plan.window;
-  PerfettoSummary summary;
-  summary.window = window;
-  summary.finding = plan.finding;
-  summary.ranks = tl.ranks.size();
   // The window in absolute nanoseconds, as the timeline counts.
+  const std::optional<PerfettoWindow>& window = plan.window;
   const int64_t window_from = window ? tl.start_ns + window->start_ns : INT64_MIN;
   const int64_t window_to =
       window && window->end_ns <= INT64_MAX - tl.start_ns ? tl.start_ns + window->end_ns : INT64_MAX;
 
-  // Every rank is laid out, and its operations in the window matched, before
-  // anything is drawn.
-  std::vector<RankLayout> layouts;
-  layouts.reserve(tl.ranks.size());
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<Anchor>> collectives;  // (comm, seq) -> callers
-  std::map<MessageKey, Anchor> sends;
-  std::vector<std::pair<Anchor, MessageKey>> receives;
+  // Lanes, rank by rank; the spans go as each rank is laid out.
+  std::unordered_map<int32_t, int32_t> index_of;  // world rank -> into tl.ranks
+  plan.layouts.reserve(tl.ranks.size());
   for (size_t ri = 0; ri < tl.ranks.size(); ++ri) {
     const RankTimeline& r = tl.ranks[ri];
-    layouts.push_back(LayOut(tl, r, window_from, window_to));
-    const RankLayout& layout = layouts.back();
-    for (size_t i : layout.order) {
-      const TimelineOp& o = r.ops[i];
-      if (layout.track[i] == 0) {
-        ++summary.left_out;
-        continue;
-      }
-      const Anchor a{ri, i, layout.track[i], o.start_ns};
-      if (o.collective()) {
-        collectives[{o.comm, o.seq}].push_back(a);
-      } else if (o.point_to_point() && o.peer >= 0 && o.peer_seq != 0) {
-        if (o.is_send) {
-          sends[{o.comm, r.rank, o.peer, o.peer_seq}] = a;
-        } else {
-          receives.push_back({a, {o.comm, o.peer, r.rank, o.peer_seq}});
-        }
-      }
-    }
+    index_of[r.rank] = static_cast<int32_t>(ri);
+    RankSpans& s = spans[r.rank];
+    plan.layouts.push_back(LayOut(tl, r, s, window_from, window_to, &plan.left_out));
+    spans.erase(r.rank);
   }
-
-  // Arrows: from the first caller of a collective to each other caller, and
-  // from each send to its receive.
-  struct Joined {
-    Anchor from;
-    Anchor to;
-    const char* name;
+  // Each side where it was drawn; those outside the window join nothing.
+  auto place = [&](auto& sides) {
+    size_t kept = 0;
+    for (auto& side : sides) {
+      const int32_t ri = index_of.at(side.rank);
+      const std::vector<int32_t>& track = plan.layouts[static_cast<size_t>(ri)].track;
+      if (side.ordinal >= track.size() || track[side.ordinal] == 0) continue;
+      side.rank = ri;
+      side.track = track[side.ordinal];
+      sides[kept++] = side;
+    }
+    sides.resize(kept);
+    sides.shrink_to_fit();
   };
-  std::vector<Joined> joined;
-  if (arrows) {
-    for (auto& [key, callers] : collectives) {
-      if (callers.size() < 2) continue;
-      std::stable_sort(callers.begin(), callers.end(),
-                       [](const Anchor& a, const Anchor& b) { return a.time_ns < b.time_ns; });
-      for (size_t i = 1; i < callers.size(); ++i) joined.push_back({callers.front(), callers[i], "same collective"});
-    }
-    for (const auto& [to, key] : receives) {
-      auto it = sends.find(key);
-      if (it != sends.end()) joined.push_back({it->second, to, "message"});
-    }
-  }
-  collectives.clear();
-  sends.clear();
-  receives.clear();
-  std::vector<ArrowIndex> out_of(tl.ranks.size());
-  std::vector<ArrowIndex> into(tl.ranks.size());
-  for (size_t i = 0; i < joined.size(); ++i) {
-    out_of[joined[i].from.rank].push_back({joined[i].from.op, i + 1});
-    into[joined[i].to.rank].push_back({joined[i].to.op, i + 1});
-  }
-  for (ArrowIndex& index : out_of) std::sort(index.begin(), index.end());
-  for (ArrowIndex& index : into) std::sort(index.begin(), index.end());
+  place(callers);
+  place(sends);
+  place(receives);
 
+  // Arrows: from the first caller of a collective (by start, then rank, then
+  // call order) to each other caller, then from each send to its receive.
+  auto anchor = [](const auto& side) {
+    return PerfettoAnchor{static_cast<uint32_t>(side.rank), side.track, side.ordinal, side.start_ns};
+  };
+  std::sort(callers.begin(), callers.end(), [](const Caller& a, const Caller& b) {
+    return std::tie(a.comm, a.seq, a.start_ns, a.rank, a.ordinal) < std::tie(b.comm, b.seq, b.start_ns, b.rank, b.ordinal);
+  });
+  for (size_t i = 0; i < callers.size();) {
+    size_t j = i + 1;
+    while (j < callers.size() && callers[j].comm == callers[i].comm && callers[j].seq == callers[i].seq) {
+      plan.arrows.push_back({anchor(callers[i]), anchor(callers[j]), "same collective"});
+      ++j;
+    }
+    i = j;
+  }
+  Release(callers);
+  // A message's send: the last of its key by rank and call order.
+  std::sort(sends.begin(), sends.end(), [](const MessageSide& a, const MessageSide& b) {
+    return std::tie(a.key, a.rank, a.start_ns, a.ordinal) < std::tie(b.key, b.rank, b.start_ns, b.ordinal);
+  });
+  std::sort(receives.begin(), receives.end(), [](const MessageSide& a, const MessageSide& b) {
+    return std::tie(a.rank, a.start_ns, a.ordinal) < std::tie(b.rank, b.start_ns, b.ordinal);
+  });
+  for (const MessageSide& to : receives) {
+    auto end = std::upper_bound(sends.begin(), sends.end(), to.key,
+                                [](const MessageKey& k, const MessageSide& s) { return k < s.key; });
+    if (end == sends.begin() || std::prev(end)->key != to.key) continue;
+    plan.arrows.push_back({anchor(*std::prev(end)), anchor(to), "message"});
+  }
+  Release(sends);
+  Release(receives);
+  for (size_t i = 0; i < plan.arrows.size(); ++i) {
+    const PerfettoPlan::Joined& a = plan.arrows[i];
+    plan.layouts[a.from.rank].out_of.push_back({a.from.ordinal, i + 1});
+    plan.layouts[a.to.rank].into.push_back({a.to.ordinal, i + 1});
+  }
+  for (PerfettoRankPlan& layout : plan.layouts) {
+    std::sort(layout.out_of.begin(), layout.out_of.end());
+    std::sort(layout.into.begin(), layout.into.end());
+  }
+  return plan;
+}
+
+Result<PerfettoSummary> WalkPerfetto(PerfettoPlan& plan, PerfettoSink& sink) {
+  const Timeline& tl = plan.timeline;
+  PerfettoSummary summary;
+  summary.window = plan.window;
+  summary.finding = plan.finding;
+  summary.ranks = tl.ranks.size();
+  summary.left_out = plan.left_out;
+
+  std::vector<std::string> apis = tl.apis;
   PerfettoSlice slice;
   std::vector<uint64_t> ids_out;
   std::vector<uint64_t> ids_in;
   for (size_t ri = 0; ri < tl.ranks.size(); ++ri) {
     const RankTimeline& r = tl.ranks[ri];
-    RankLayout& layout = layouts[ri];
+    PerfettoRankPlan& layout = plan.layouts[ri];
     std::vector<PerfettoTrack> shown;
     for (PerfettoTrack& t : layout.tracks) {
-      if (!window || layout.used[static_cast<size_t>(t.id)]) shown.push_back(std::move(t));
+      if (!plan.window || layout.used[static_cast<size_t>(t.id)]) shown.push_back(std::move(t));
     }
     sink.BeginRank(r, shown);
-    for (size_t i : layout.order) {
-      if (layout.track[i] == 0) continue;
-      DescribeSlice(tl, r, r.ops[i], layout.track[i], &slice);
-      slice.arrows_out = ArrowsAt(out_of[ri], i, &ids_out);
-      slice.arrows_in = ArrowsAt(into[ri], i, &ids_in);
+    TimelineOptions again;
+    again.ranks = {r.rank};
+    again.sink = [&](int32_t, const TimelineOp& o) {
+      if (o.ordinal >= layout.track.size() || layout.track[o.ordinal] == 0) return;
+      DescribeSlice(tl, r, o, layout.track[o.ordinal], &slice);
+      slice.arrows_out = ArrowsAt(layout.out_of, o.ordinal, &ids_out);
+      slice.arrows_in = ArrowsAt(layout.into, o.ordinal, &ids_in);
       sink.Slice(r, slice);
       ++summary.slices;
-    }
-    for (const auto& [track, instant] : layout.instants) sink.Instant(r, track, *instant);
-    layout = RankLayout{};  // drawn: its memory is not needed again
+    };
+    REPLAY_RETURN_IF_ERROR(ScanTimelineOps(*plan.trace, again, &apis));
+    for (const auto& [track, k] : layout.instants) sink.Instant(r, track, r.instants[k]);
+    layout = PerfettoRankPlan{};  // drawn: its memory is not needed again
   }
 
-  for (size_t i = 0; i < joined.size(); ++i) {
-    const Joined& j = joined[i];
-    auto end = [&](const Anchor& a) {
-      return PerfettoArrowEnd{tl.ranks[a.rank].rank, a.track, a.time_ns};
-    };
+  for (size_t i = 0; i < plan.arrows.size(); ++i) {
+    const PerfettoPlan::Joined& j = plan.arrows[i];
+    auto end = [&](const PerfettoAnchor& a) { return PerfettoArrowEnd{tl.ranks[a.rank].rank, a.track, a.time_ns}; };
     sink.Arrow({i + 1, j.name, end(j.from), end(j.to)});
     ++summary.flows;
   }

@@ -13,9 +13,15 @@
 // slices (protobuf) knows each slice's arrows when it gets the slice, and one
 // that writes them apart (JSON) gets them again at the end.
 //
-// Order of the calls: for each rank, BeginRank, then its slices by start time,
-// then its instants; after every rank, each arrow. Every pointer and span a
-// sink is given is valid during the call only.
+// Memory stays far below the trace's decoded size: planning reads the ranks
+// once without holding their operations (a few numbers per operation: its
+// lane, and per collective or message the ends of its arrow), and the walk
+// reads each rank again, handing each operation out as it is read.
+//
+// Order of the calls: for each rank, BeginRank, then its slices in the order
+// they ended (those that never ended last), then its instants; after every
+// rank, each arrow. Every pointer and span a sink is given is valid during
+// the call only.
 //
 // Thread safety: a walk uses its plan and sink from the calling thread alone.
 #pragma once
@@ -94,20 +100,56 @@ class PerfettoSink {
   virtual void Arrow(const PerfettoArrow& arrow) = 0;
 };
 
-// What a walk draws: the timeline, and the window resolved from the options.
-struct PerfettoPlan {
-  Timeline timeline;
-  std::optional<PerfettoWindow> window;  // nanoseconds from timeline.start_ns
-  int finding = -1;                      // the finding of options.around it is centred on
+// One end of an arrow as the walk finds it again: the rank (into
+// Timeline::ranks), the operation's ordinal there, and where it was drawn.
+struct PerfettoAnchor {
+  uint32_t rank = 0;
+  int32_t track = 0;
+  uint64_t ordinal = 0;
+  int64_t time_ns = 0;
 };
 
-// Reads the ranks `options` chooses and resolves its window (a window around
-// a finding fails with kNotFound when no finding happened at a moment).
+// Arrow ids by the ordinal of the operation they start or end at, sorted.
+using PerfettoArrowIndex = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// One rank laid out.
+struct PerfettoRankPlan {
+  std::vector<int32_t> track;          // by ordinal: the operation's track; 0 outside the window
+  std::vector<PerfettoTrack> tracks;   // by id - 1
+  std::vector<bool> used;              // by track id: shows something
+  std::vector<std::pair<int32_t, size_t>> instants;  // in the window: (track, into the rank's instants)
+  PerfettoArrowIndex out_of;           // arrows that start at an operation
+  PerfettoArrowIndex into;             // and that end at one
+};
+
+// What a walk draws: the timeline without its operations, the window resolved
+// from the options, each rank's lanes and the arrows.
+struct PerfettoPlan {
+  const TraceReader* trace = nullptr;
+  std::vector<int32_t> ranks;            // as PerfettoOptions::ranks
+  Timeline timeline;                     // ranks, communicators and instants; no operations
+  std::optional<PerfettoWindow> window;  // nanoseconds from timeline.start_ns
+  int finding = -1;                      // the finding of options.around it is centred on
+  std::vector<PerfettoRankPlan> layouts;  // as timeline.ranks
+  struct Joined {
+    PerfettoAnchor from;
+    PerfettoAnchor to;
+    const char* name;
+  };
+  std::vector<Joined> arrows;  // id = index + 1; empty without PerfettoOptions::flows
+  uint64_t left_out = 0;       // operations outside the window
+};
+
+// Reads the ranks `options` chooses and lays them out (a window around a
+// finding fails with kNotFound when no finding happened at a moment). The
+// plan refers to `trace`, which must outlive it.
 Result<PerfettoPlan> PlanPerfetto(const TraceReader& trace, const PerfettoOptions& options);
 
-// Hands `plan` to `sink`. The summary counts slices, arrows, ranks and the
-// operations left out by the window, and says which window; the sink's own
-// count of what it wrote (`events`) is for the caller to fill in.
-PerfettoSummary WalkPerfetto(const PerfettoPlan& plan, bool arrows, PerfettoSink& sink);
+// Reads the ranks again and hands `plan` to `sink`; the plan's layouts are
+// used up. The summary counts slices, arrows, ranks and the operations left
+// out by the window, and says which window; the sink's own count of what it
+// wrote (`events`) is for the caller to fill in. Fails when a rank cannot be
+// read again.
+Result<PerfettoSummary> WalkPerfetto(PerfettoPlan& plan, PerfettoSink& sink);
 
 }  // namespace replay::interop

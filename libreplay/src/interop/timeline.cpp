@@ -265,6 +265,7 @@ Status ScanRanks(const TraceReader& trace, const TimelineOptions& options, std::
                  analysis::CommLineage* lineage, std::vector<std::string>* notes,
                  const std::function<void(RankTimeline)>& done) {
   std::unordered_map<std::string, uint32_t> api_index;
+  for (size_t i = 0; i < apis->size(); ++i) api_index.emplace((*apis)[i], static_cast<uint32_t>(i));
   std::set<int32_t> wanted(options.ranks.begin(), options.ranks.end());
   const size_t n = trace.ranks().size();
   ReadProgress progress;
@@ -297,7 +298,15 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
   Timeline tl;
   analysis::CommLineage lineage;
   std::set<uint64_t> comm_ids;
-  REPLAY_RETURN_IF_ERROR(ScanRanks(trace, options, &tl.apis, &lineage, &tl.notes, [&](RankTimeline r) {
+  TimelineOptions scan = options;
+  if (options.sink) {
+    // Handed over, not held: their communicators are noted on the way.
+    scan.sink = [&](int32_t rank, const TimelineOp& o) {
+      if (o.comm != 0) comm_ids.insert(o.comm);
+      options.sink(rank, o);
+    };
+  }
+  REPLAY_RETURN_IF_ERROR(ScanRanks(trace, scan, &tl.apis, &lineage, &tl.notes, [&](RankTimeline r) {
     for (const TimelineOp& o : r.ops) {
       if (o.comm != 0) comm_ids.insert(o.comm);
     }
@@ -313,6 +322,12 @@ Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& 
     tl.end_ns = std::max(tl.end_ns, r.end_ns);
   }
   return tl;
+}
+
+Status ScanTimelineOps(const TraceReader& trace, const TimelineOptions& options, std::vector<std::string>* apis) {
+  analysis::CommLineage lineage;
+  std::vector<std::string> notes;
+  return ScanRanks(trace, options, apis, &lineage, &notes, [](RankTimeline) {});
 }
 
 RankTimeline ScanRank(const RankReader& reader, std::vector<std::string>* apis) {
@@ -352,9 +367,18 @@ std::vector<OpRef> FindingOps(const Timeline& timeline, const Finding& finding) 
 }
 
 std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding) {
-  std::optional<int64_t> when;
+  std::optional<int64_t> earliest_op;
+  for (const OpRef& ref : FindingOps(timeline, finding)) {
+    const int64_t t = timeline.ranks[ref.rank].ops[ref.op].start_ns;
+    earliest_op = earliest_op ? std::min(*earliest_op, t) : t;
+  }
+  return FindingTime(timeline, finding, earliest_op);
+}
+
+std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding,
+                                   std::optional<int64_t> earliest_op) {
+  std::optional<int64_t> when = earliest_op;
   auto earliest = [&](int64_t t) { when = when ? std::min(*when, t) : t; };
-  for (const OpRef& ref : FindingOps(timeline, finding)) earliest(timeline.ranks[ref.rank].ops[ref.op].start_ns);
   if (finding.kind == FindingKind::kError && !(finding.comm && finding.seq != 0)) {
     std::set<int32_t> ranks(finding.ranks.begin(), finding.ranks.end());
     for (const RankTimeline& r : timeline.ranks) {

@@ -129,6 +129,11 @@ struct TimelineOptions {
 
 Result<Timeline> BuildTimeline(const TraceReader& trace, const TimelineOptions& options = {});
 
+// Walks the ranks `options` chooses again, handing every operation to
+// `options.sink` (which must be set) as BuildTimeline did, with API names
+// interned in `apis` (the timeline's, so that the ids agree).
+Status ScanTimelineOps(const TraceReader& trace, const TimelineOptions& options, std::vector<std::string>* apis);
+
 
 // One rank alone, walked once (a reader opened to stream holds nothing of it
 // after): its operations, with API names interned in `apis`, and its
@@ -158,6 +163,10 @@ bool FindingIsAbout(const Finding& finding, int32_t rank, const TimelineOp& op);
 // about the job as a whole (configuration, stragglers, devices) or that the
 // timeline holds nothing of.
 std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding);
+// The same for a timeline that holds no operations: `earliest_op` is the
+// earliest start among those FindingIsAbout, found by the caller on the way.
+std::optional<int64_t> FindingTime(const Timeline& timeline, const Finding& finding,
+                                   std::optional<int64_t> earliest_op);
 
 // A key equal on the two sides of one message: (comm, sender, receiver, seq).
 struct MessageKey {
