@@ -27,7 +27,9 @@
 #      profiler plugin of the user's chained (its events counted): its
 #      collectives in the trace, checked, the plain run's losses, and
 #      PyTorch's own Flight Recorder dumps of the same job imported and
-#      checked; NCCL's INFO log of each run in $OUT (nccl.*.log);
+#      checked; PyTorch's analyzer (fr_trace) run on those dumps and on
+#      replay's Flight Recorder export of the trace, which check also finds
+#      clean; NCCL's INFO log of each run in $OUT (nccl.*.log);
 #   3a. a single-process NCCL + cuRAND program seeded from getrandom
 #      (tests/gpu/nccl_curand_program.cpp), no launcher: recorded at level
 #      data, its rank from its communicator, re-run alone with the same
@@ -217,7 +219,12 @@ step "ddp2: the user's profiler plugin was given NCCL's events" 10 \
   "cat '$work/counting'/* && grep -q 'type 2=' '$work/counting'/* && ! grep -v 'bad-parents 0' '$work/counting'/* | grep -q comm"
 step "ddp2: PyTorch's Flight Recorder dumps imported and checked" 60 \
   "ls -l '$work/fr' && '$R' info '$work/fr' && '$R' check '$work/fr'"
-rm -rf "$work/ddp2" "$work/fr" "$work/counting"
+frtrace="python3 -m torch.distributed.flight_recorder.fr_trace"
+step "ddp2: PyTorch's analyzer (fr_trace) reads PyTorch's own dumps" 60 \
+  "$frtrace '$work/fr' -p nccl_trace_rank_ 2>&1 | tee '$work/fr.analysis' && ! grep -q Traceback '$work/fr.analysis'"
+step "ddp2: fr_trace reads replay's Flight Recorder export; check on it is clean" 90 \
+  "'$R' export '$work/ddp2' --format flight-recorder -o '$work/frx' && $frtrace '$work/frx' -p nccl_trace_rank_ 2>&1 | tee '$work/frx.analysis' && ! grep -q -i -E 'Traceback|not a supported|mismatch' '$work/frx.analysis' && '$R' check '$work/frx'"
+rm -rf "$work/ddp2" "$work/fr" "$work/frx" "$work/counting"
 unset NCCL_SOCKET_IFNAME NCCL_IB_DISABLE NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE PYTHONUNBUFFERED
 
 # 3a. A single-process NCCL + cuRAND program, seeded from getrandom.

@@ -13,6 +13,7 @@
 #include "interop/timed_job.h"
 #include "replay/check.h"
 #include "support/temp_dir.h"
+#include "trace/python_sites.h"
 #include "util/json.h"
 
 namespace replay {
@@ -162,6 +163,31 @@ TEST_CASE("the Perfetto export joins a collective across ranks and each message'
     if (e["name"].get<std::string>().find("MPI_Allreduce #2") == 0) ranks.insert(e["pid"].get<int>());
   }
   CHECK(ranks == std::set<int>{0, 1});
+}
+
+TEST_CASE("a Perfetto slice says where its call was made, Python frames first", "[interop]") {
+  testing::TempDir tmp;
+  {
+    SyntheticJob job(tmp / "job", 2);
+    job.InitAll();
+    PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
+    job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
+    job.Allreduce(0, SyntheticJob::World(), 1, 64, true, kPythonSiteTag | 1);
+    job.Allreduce(1, SyntheticJob::World(), 1, 64, true, 0);
+    job.FinalizeAll();
+  }
+  json doc = Export(tmp / "job");
+  size_t allreduces = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["name"].get<std::string>().find("MPI_Allreduce") != 0) continue;
+    ++allreduces;
+    if (e["pid"] == 0) {
+      CHECK(e["args"].value("site", "") == "step (train.py:42) < main (train.py:80)");
+    } else {
+      CHECK_FALSE(e["args"].contains("site"));
+    }
+  }
+  CHECK(allreduces == 2);
 }
 
 TEST_CASE("the Perfetto export of some ranks shows only those", "[interop]") {

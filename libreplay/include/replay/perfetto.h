@@ -20,7 +20,10 @@
 // that called it to each other) and each message's send to its receive.
 // Marks, errors and signals are instants on their thread's track. Each slice
 // carries its arguments (event index, thread, communicator, sequence number,
-// peer, tag, count, type, bytes, root, return code, state).
+// peer, tag, count, type, bytes, root, return code, state, and the call
+// site, Python frames first, where one was recorded). Memory stays far below
+// the trace's decoded size: the ranks are read twice, first to lay them out
+// and match the arrows, then to write each operation as it is read.
 //
 // JSON: pid = rank, a track is a thread (tid), arrows are flow events ("s",
 // "f"), times are microseconds from the earliest rank start, and otherData

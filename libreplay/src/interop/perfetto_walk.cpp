@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/call_site.h"
+
 namespace replay::interop {
 namespace {
 
@@ -127,7 +129,8 @@ std::string SliceName(const Timeline& tl, const TimelineOp& o, bool ended) {
 }
 
 // The slice of operation `o` (its arrows are filled in by the caller).
-void DescribeSlice(const Timeline& tl, const RankTimeline& r, const TimelineOp& o, int32_t track, PerfettoSlice* s) {
+void DescribeSlice(const Timeline& tl, const RankTimeline& r, const TimelineOp& o, int32_t track, std::string_view site,
+                   PerfettoSlice* s) {
   const bool ended = o.end_ns >= 0;
   s->op = &o;
   s->track = track;
@@ -156,6 +159,7 @@ void DescribeSlice(const Timeline& tl, const RankTimeline& r, const TimelineOp& 
   if (o.nonblocking && o.return_ns >= 0) {
     args.push_back({"returned_us", static_cast<double>(o.return_ns - tl.start_ns) / 1000.0});
   }
+  if (!site.empty()) args.push_back({"site", site});
 }
 
 std::span<const uint64_t> ArrowsAt(const PerfettoArrowIndex& index, uint64_t ordinal, std::vector<uint64_t>* ids) {
@@ -317,6 +321,7 @@ Result<PerfettoSummary> WalkPerfetto(PerfettoPlan& plan, PerfettoSink& sink) {
   summary.left_out = plan.left_out;
 
   std::vector<std::string> apis = tl.apis;
+  analysis::SymbolResolver symbols;
   PerfettoSlice slice;
   std::vector<uint64_t> ids_out;
   std::vector<uint64_t> ids_in;
@@ -328,11 +333,22 @@ Result<PerfettoSummary> WalkPerfetto(PerfettoPlan& plan, PerfettoSink& sink) {
       if (!plan.window || layout.used[static_cast<size_t>(t.id)]) shown.push_back(std::move(t));
     }
     sink.BeginRank(r, shown);
+    // Call sites resolved once each, Python frames first.
+    std::unordered_map<uint64_t, std::string> sites;
+    auto SiteOf = [&](uint64_t call_site) -> std::string_view {
+      if (call_site == 0) return {};
+      auto [at, fresh] = sites.try_emplace(call_site);
+      if (fresh) {
+        CallSite site = symbols.Resolve(call_site, r.header.modules, r.python_sites);
+        if (site.known()) at->second = FormatCallSite(site);
+      }
+      return at->second;
+    };
     TimelineOptions again;
     again.ranks = {r.rank};
     again.sink = [&](int32_t, const TimelineOp& o) {
       if (o.ordinal >= layout.track.size() || layout.track[o.ordinal] == 0) return;
-      DescribeSlice(tl, r, o, layout.track[o.ordinal], &slice);
+      DescribeSlice(tl, r, o, layout.track[o.ordinal], SiteOf(o.call_site), &slice);
       slice.arrows_out = ArrowsAt(layout.out_of, o.ordinal, &ids_out);
       slice.arrows_in = ArrowsAt(layout.into, o.ordinal, &ids_in);
       sink.Slice(r, slice);
