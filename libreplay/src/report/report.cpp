@@ -286,6 +286,22 @@ std::pair<size_t, size_t> WindowOf(size_t index, size_t before, size_t after) {
   return {std::min<size_t>(before, 8), std::min<size_t>(after, 4)};
 }
 
+// Ranges of a rank's operations by ordinal, inclusive: the windows a view holds.
+class OrdinalRanges {
+ public:
+  // `before` operations before `centre` to `after` after it.
+  void Around(uint64_t centre, size_t before, size_t after) {
+    ranges_.push_back({centre > before ? centre - before : 0, centre + after});
+  }
+  bool Contains(uint64_t ordinal) const {
+    return std::any_of(ranges_.begin(), ranges_.end(),
+                       [&](const auto& r) { return ordinal >= r.first && ordinal <= r.second; });
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+};
+
 // The operation of a rank under way when something happened at `time`: the
 // last whose successor started later. Positions into `starts`, in call order.
 template <typename StartAt>
@@ -306,9 +322,8 @@ std::vector<size_t> ShownOps(const Timeline& tl, size_t rank_index, const std::v
   const RankTimeline& rank = tl.ranks[rank_index];
   const auto& ops = rank.ops;
   if (ops.empty()) return {};
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // ordinals, inclusive
-  auto window = [&](uint64_t centre, size_t b, size_t a) { ranges.push_back({centre > b ? centre - b : 0, centre + a}); };
-  if (placed.empty()) window(rank.op_count > 0 ? rank.op_count - 1 : 0, before, 0);
+  OrdinalRanges ranges;
+  if (placed.empty()) ranges.Around(rank.op_count > 0 ? rank.op_count - 1 : 0, before, 0);
   for (size_t pi = 0; pi < placed.size(); ++pi) {
     const Placed& p = placed[pi];
     std::optional<uint64_t> centre;
@@ -320,16 +335,11 @@ std::vector<size_t> ShownOps(const Timeline& tl, size_t rank_index, const std::v
     }
     if (!centre) centre = ops[UnderWayAt(ops.size(), p.time, [&](size_t k) { return ops[k].start_ns; })].ordinal;
     auto [b, a] = WindowOf(pi, before, after);
-    window(*centre, b, a);
+    ranges.Around(*centre, b, a);
   }
   std::vector<size_t> shown;
   for (size_t k = 0; k < ops.size(); ++k) {
-    for (const auto& [lo, hi] : ranges) {
-      if (ops[k].ordinal >= lo && ops[k].ordinal <= hi) {
-        shown.push_back(k);
-        break;
-      }
-    }
+    if (ranges.Contains(ops[k].ordinal)) shown.push_back(k);
   }
   return shown;
 }
@@ -367,37 +377,34 @@ Result<Timeline> ReportTimeline(const TraceReader& trace, const CheckReport& rep
   // its first error or signal, which the bare timeline holds.
   std::vector<std::pair<size_t, int64_t>> placed;  // (finding, time)
   for (size_t i = 0; i < candidates && placed.size() < kMaxPlacedFindings; ++i) {
-    std::optional<int64_t> when = interop::FindingTime(bare, report.findings[i]);
+    std::optional<int64_t> earliest_op;
     for (const auto& [rank, r] : pass) {
       if (r.about.empty()) continue;
-      for (uint64_t ordinal : r.about[i]) when = when ? std::min(*when, r.starts[ordinal]) : r.starts[ordinal];
+      for (uint64_t ordinal : r.about[i]) {
+        earliest_op = earliest_op ? std::min(*earliest_op, r.starts[ordinal]) : r.starts[ordinal];
+      }
     }
-    if (when) placed.push_back({i, *when});
+    if (auto when = interop::FindingTime(bare, report.findings[i], earliest_op)) placed.push_back({i, *when});
   }
-  std::map<int32_t, std::vector<std::pair<uint64_t, uint64_t>>> keep;  // rank -> ordinal ranges, inclusive
+  std::map<int32_t, OrdinalRanges> keep;
   for (const auto& [rank, r] : pass) {
-    auto& ranges = keep[rank];
+    OrdinalRanges& ranges = keep[rank];
     if (r.starts.empty()) continue;
-    auto window = [&](uint64_t centre, size_t b, size_t a) { ranges.push_back({centre > b ? centre - b : 0, centre + a}); };
-    if (placed.empty()) window(r.starts.size() - 1, options.ops_before, 0);
+    if (placed.empty()) ranges.Around(r.starts.size() - 1, options.ops_before, 0);
     for (size_t pi = 0; pi < placed.size(); ++pi) {
       const auto& [i, time] = placed[pi];
       const std::set<uint64_t>& about = r.about.empty() ? std::set<uint64_t>{} : r.about[i];
-      for (uint64_t ordinal : about) ranges.push_back({ordinal, ordinal});
+      for (uint64_t ordinal : about) ranges.Around(ordinal, 0, 0);
       const uint64_t centre = !about.empty() ? *about.begin()
                                              : UnderWayAt(r.starts.size(), time, [&](size_t k) { return r.starts[k]; });
       auto [b, a] = WindowOf(pi, options.ops_before, options.ops_after);
-      window(centre, b, a);
+      ranges.Around(centre, b, a);
     }
   }
   interop::TimelineOptions second;
   second.keep = [&](int32_t rank, uint64_t ordinal) {
     auto at = keep.find(rank);
-    if (at == keep.end()) return false;
-    for (const auto& [lo, hi] : at->second) {
-      if (ordinal >= lo && ordinal <= hi) return true;
-    }
-    return false;
+    return at != keep.end() && at->second.Contains(ordinal);
   };
   return interop::BuildTimeline(trace, second);
 }
