@@ -186,6 +186,71 @@ TEST_CASE("shrink of a fault across two communicators keeps the split", "[e2e]")
   CHECK(repro.find("MPI_Iallreduce(") != std::string::npos);
 }
 
+TEST_CASE("shrink reduces LAMMPS with a rank stopped mid-run to 2 ranks, and repro.c hangs the same way", "[e2e]") {
+  // A program nobody here wrote, hung from outside: LAMMPS melts a crystal at
+  // 4 ranks (tens of thousands of halo exchanges a second) until its rank 1
+  // is stopped (SIGSTOP) mid-run; its neighbours then wait on it, and the job
+  // is ended. Shrink must start from the end of so long a job.
+  TempDir tmp;
+  const std::string in = tmp / "in.melt";
+  testing::WriteFile(in,
+                     "units lj\natom_style atomic\nlattice fcc 0.8442\nregion box block 0 10 0 10 0 10\n"
+                     "create_box 1 box\ncreate_atoms 1 box\nmass 1 1.0\nvelocity all create 3.0 87287 loop geom\n"
+                     "pair_style lj/cut 2.5\npair_coeff 1 1 1.0 1.0 2.5\nneighbor 0.3 bin\n"
+                     "neigh_modify every 20 delay 0 check no\nfix 1 all nve\nthermo 100\nrun 100000000\n");
+  // Rank 1 is stopped once the run is under way; 3 s later every rank is
+  // sent SIGTERM while rank 1 is still stopped (it dies as it resumes), so
+  // that its neighbours die waiting on it.
+  testing::WriteFile(tmp / "stop.sh",
+                     Replay() + " record -o t -- " + Mpirun(4) + " lmp -in " + in + " -log none > rec.log 2>&1 &\n"
+                     "rec=$!\n"
+                     "for i in $(seq 120); do grep -q '^ *Step' rec.log && break; sleep 0.5; done\n"
+                     "sleep 2\n"
+                     "others=; stopped=\n"
+                     "for q in $(pgrep -f -- '-in " + in + "'); do\n"
+                     "  r=$(tr '\\0' '\\n' < /proc/$q/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')\n"
+                     "  [ -z \"$r\" ] && continue\n"
+                     "  if [ \"$r\" = 1 ]; then stopped=$q; else others=\"$others $q\"; fi\n"
+                     "done\n"
+                     "kill -STOP $stopped; sleep 3\n"
+                     "kill -TERM $others $stopped; kill -CONT $stopped\n"
+                     "wait $rec; cat rec.log\n");
+  RunResult rec = Run("cd " + tmp.path() + " && sh stop.sh", 180);
+  INFO(rec.output);
+  json recorded = CheckJson(tmp / "t");
+  INFO(Titles(recorded));
+  REQUIRE_FALSE(recorded["findings"].empty());
+  const std::string kind = recorded["findings"][0]["kind"];
+  REQUIRE((kind == "unmatched_p2p" || kind == "missing_ranks" || kind == "never_completed"));
+
+  RunResult s = Run(Replay() + kShrink + "--budget 400 " + (tmp / "t") + " -o " + (tmp / "out"), 600);
+  INFO(s.output);
+  REQUIRE(s.exit_code == 0);
+  CHECK(Grep(s.output, "last calls").size() == 1);  // started from the end of the job
+  json reduced = CheckJson(tmp / "out");
+  INFO(Titles(reduced));
+  CHECK(reduced["world_size"] == 2);
+  for (int n : CallsPerRank(tmp / "out")) CHECK(n <= 4);
+  REQUIRE_FALSE(reduced["findings"].empty());
+  CHECK(reduced["findings"][0]["kind"] == kind);
+  const std::string readme = testing::ReadFile(tmp / "out/README.md");
+  CHECK(readme.find("| ranks | 4 | 2 |") != std::string::npos);
+  CHECK(readme.find("the search started from the end of the job") != std::string::npos);
+
+  BuildRepro(tmp, tmp / "out");
+  RunResult run = Run("timeout -s TERM 5 " + Mpirun(2) + " " + (tmp / "repro"), 60);
+  INFO(run.output);
+  CHECK(run.exit_code == 124);
+  RunResult again = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
+                            (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
+                        60);
+  INFO(again.output);
+  json rerecorded = CheckJson(tmp / "rec");
+  INFO(Titles(rerecorded));
+  REQUIRE_FALSE(rerecorded["findings"].empty());
+  CHECK(rerecorded["findings"][0]["kind"] == kind);
+}
+
 TEST_CASE("shrink says so and writes nothing when the drive of a recorded job does not fail the same way", "[e2e]") {
   TempDir tmp;
   // The trainer dies of SIGSEGV in its own code: re-issuing its calls does not crash.

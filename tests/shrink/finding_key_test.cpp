@@ -118,6 +118,38 @@ TEST_CASE("the finding kept may come second when the first is of its kind", "[sh
   CHECK(MatchingFinding(report, "missing_ranks", target, {0, 1}, CallMatch::kApi, &why) == &report.findings[2]);
 }
 
+TEST_CASE("every recorded finding of the kept kind is a target, the one picked first", "[shrink]") {
+  // A rank stopped: ranks 0 and 2 each wait on it, a finding each.
+  CheckReport recorded;
+  recorded.findings = {Missing(1, {0}), Mismatch(3), Missing(3, {2}, "WORLD")};
+  const std::vector<const Finding*> targets = TargetFindings(recorded, recorded.findings[0]);
+  REQUIRE(targets.size() == 2);
+  CHECK(targets[0] == &recorded.findings[0]);
+  CHECK(targets[1] == &recorded.findings[2]);
+  std::vector<FindingKey> keys;
+  for (const Finding* t : targets) keys.push_back(KeyOf(*t, {}));
+  // A drive that shows only the second one fails the same way.
+  CheckReport driven;
+  driven.findings = {Missing(3, {2}, "WORLD")};
+  std::string why;
+  size_t which = 9;
+  CHECK(MatchingTarget(driven, "", keys, {0, 1, 2, 3}, CallMatch::kApi, &why, &which) == &driven.findings[0]);
+  CHECK(which == 1);
+  // One that shows neither does not, and says why the first is not there.
+  driven.findings = {Missing(0, {2}, "WORLD")};
+  CHECK(MatchingTarget(driven, "", keys, {0, 1, 2, 3}, CallMatch::kApi, &why, &which) == nullptr);
+  CHECK_FALSE(why.empty());
+  // The program's own MPI_Abort is no target of another error.
+  Finding abort;
+  abort.kind = FindingKind::kError;
+  abort.data = nlohmann::json{{"source", "mpi"}, {"code", 1}, {"abort", true}}.dump();
+  Finding nccl;
+  nccl.kind = FindingKind::kError;
+  nccl.data = nlohmann::json{{"source", "nccl"}, {"code", 5}}.dump();
+  recorded.findings = {nccl, abort};
+  CHECK(TargetFindings(recorded, recorded.findings[0]).size() == 1);
+}
+
 TEST_CASE("only hangs, mismatches and errors can be kept", "[shrink]") {
   CheckReport report;
   Finding nan;

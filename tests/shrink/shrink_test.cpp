@@ -79,6 +79,31 @@ TEST_CASE("shrink reduces a hung job to the two ranks and few calls that hang th
   CHECK(std::distance(std::filesystem::directory_iterator(tmp / "work"), std::filesystem::directory_iterator()) <= 1);
 }
 
+TEST_CASE("shrink starts a long job from its last calls", "[shrink]") {
+  // 80 steps before the hang: 480 collectives and messages, of which only
+  // the last matter.
+  TempDir tmp;
+  Trainer(tmp / "t", 81, 80, 4, 600);
+  SelfDriver driver(1);
+  auto r = Run(tmp, tmp / "t", driver, tmp / "out");
+  REQUIRE(r.ok());
+  REQUIRE_FALSE(r->steps.empty());
+  CHECK(r->steps.front().what == "last calls");
+  CHECK(r->steps.front().operations * 3 < r->before.operations * 2);
+  CHECK(r->tail_units == 256);
+  CHECK(r->after.ranks == 2);
+  CHECK(r->after.max_rank_operations <= 4);
+  CHECK(r->reduced.kind == FindingKind::kMissingRanks);
+  REQUIRE(r->reduced.comm);
+  CHECK(r->reduced.comm->name == "dup(WORLD)");
+  // Its README says where the search started.
+  auto recorded = TraceReader::Open(tmp / "t");
+  auto reduced = TraceReader::Open(tmp / "out");
+  REQUIRE(recorded.ok());
+  REQUIRE(reduced.ok());
+  CHECK(ShrinkReadme(*r, **recorded, **reduced).find("the search started from the end of the job") != std::string::npos);
+}
+
 TEST_CASE("shrink gives the same job whatever number of candidates are driven at once", "[shrink]") {
   TempDir tmp;
   HungTrainer(tmp / "t");

@@ -101,6 +101,9 @@ struct ShrinkResult {
   ShrinkSize before, after;
   std::vector<int32_t> origin;   // rank i of the smaller job is the recording's origin[i]
   size_t iterations_found = 0;   // iterations of the loop the recording had (0: none seen)
+  // A long job is searched from its last collectives and messages: how many
+  // it started from (with every communicator's creation); 0: the whole job.
+  size_t tail_units = 0;
   size_t scaled_units = 0;       // collectives and messages whose counts were made smaller
   bool nccl = false;             // the job makes NCCL calls
   bool budget_exhausted = false; // stopped by the budget before the search ended

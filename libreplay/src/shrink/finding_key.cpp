@@ -173,4 +173,29 @@ const Finding* MatchingFinding(const CheckReport& report, const std::string& kee
   return nullptr;
 }
 
+std::vector<const Finding*> TargetFindings(const CheckReport& report, const Finding& picked) {
+  auto abort = [](const Finding& f) {
+    return f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false);
+  };
+  std::vector<const Finding*> out{&picked};
+  for (const Finding& f : report.findings) {
+    if (&f != &picked && f.kind == picked.kind && abort(f) == abort(picked)) out.push_back(&f);
+  }
+  return out;
+}
+
+const Finding* MatchingTarget(const CheckReport& report, const std::string& keep,
+                              const std::vector<FindingKey>& targets, const std::vector<int32_t>& origin,
+                              CallMatch match, std::string* why, size_t* which) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::string w;
+    if (const Finding* f = MatchingFinding(report, keep, targets[i], origin, match, &w)) {
+      if (which != nullptr) *which = i;
+      return f;
+    }
+    if (i == 0 && why != nullptr) *why = w;
+  }
+  return nullptr;
+}
+
 }  // namespace replay::shrink

@@ -67,6 +67,17 @@ const Finding* PickFinding(const CheckReport& report, const std::string& keep);
 const Finding* MatchingFinding(const CheckReport& report, const std::string& keep, const FindingKey& target,
                                const std::vector<int32_t>& origin, CallMatch match, std::string* why);
 
+// The findings of `report` that tell the fault `picked` (a finding of it):
+// `picked` first, then every other finding of its kind (for an error, not
+// the program calling MPI_Abort unless `picked` is that).
+std::vector<const Finding*> TargetFindings(const CheckReport& report, const Finding& picked);
+
+// MatchingFinding for the first of `targets` that `report` shows; `which`
+// (if given) is set to its index. `why` says why the first target is not.
+const Finding* MatchingTarget(const CheckReport& report, const std::string& keep,
+                              const std::vector<FindingKey>& targets, const std::vector<int32_t>& origin,
+                              CallMatch match, std::string* why, size_t* which = nullptr);
+
 // "MPI_Iallreduce", "ncclAllReduce" -> "allreduce": what a call does.
 std::string OperationOf(const std::string& api);
 

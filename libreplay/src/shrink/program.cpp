@@ -6,6 +6,8 @@
 #include <numeric>
 #include <set>
 #include <tuple>
+#include <type_traits>
+#include <unordered_map>
 
 #include "interop/trace_builder.h"
 #include "replay/op_shape.h"
@@ -13,6 +15,11 @@
 
 namespace replay::shrink {
 namespace {
+
+// FindIterations' bounds: the units a period is judged on, and the longest
+// iteration it looks for.
+constexpr size_t kIterationWindow = 65536;
+constexpr size_t kMaxIterationLength = 4096;
 
 bool IsMessage(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecv || k == OpKind::kSendrecv || k == OpKind::kMrecv;
@@ -518,19 +525,27 @@ Candidate Program::Materialize(const Selection& sel) const {
     std::sort(events.begin(), events.end());
     out.operations += ops_here;
     out.max_rank_operations = std::max(out.max_rank_operations, ops_here);
-    // A kept number's place among those kept: 1, 2, 3, ...
-    auto renumber = [](const std::set<uint64_t>* kept, uint64_t seq) -> uint64_t {
+    // A kept number's place among those kept: 1, 2, 3, ... (looked up in
+    // sorted vectors: a long job keeps hundreds of thousands of numbers).
+    auto sorted = [](const auto& sets) {
+      std::map<typename std::decay_t<decltype(sets)>::key_type, std::vector<uint64_t>> places;
+      for (const auto& [key, set] : sets) places.emplace(key, std::vector<uint64_t>(set.begin(), set.end()));
+      return places;
+    };
+    const auto coll_places = sorted(coll_seqs);
+    const auto msg_places = sorted(msg_seqs);
+    auto renumber = [](const std::vector<uint64_t>* kept, uint64_t seq) -> uint64_t {
       if (seq == 0 || kept == nullptr) return seq;
-      auto it = kept->find(seq);
-      return it == kept->end() ? seq : static_cast<uint64_t>(std::distance(kept->begin(), it)) + 1;
+      auto it = std::lower_bound(kept->begin(), kept->end(), seq);
+      return it == kept->end() || *it != seq ? seq : static_cast<uint64_t>(it - kept->begin()) + 1;
     };
     auto coll_seq = [&](uint64_t comm, uint64_t seq) {
-      auto it = coll_seqs.find(comm);
-      return renumber(it == coll_seqs.end() ? nullptr : &it->second, seq);
+      auto it = coll_places.find(comm);
+      return renumber(it == coll_places.end() ? nullptr : &it->second, seq);
     };
     auto msg_seq = [&](uint64_t comm, int32_t peer, bool send, uint64_t seq) {
-      auto it = msg_seqs.find({comm, peer, send});
-      return renumber(it == msg_seqs.end() ? nullptr : &it->second, seq);
+      auto it = msg_places.find({comm, peer, send});
+      return renumber(it == msg_places.end() ? nullptr : &it->second, seq);
     };
 
     RankEvents nr;
@@ -687,14 +702,25 @@ Candidate Program::Materialize(const Selection& sel) const {
   return out;
 }
 
-std::vector<std::pair<size_t, size_t>> FindIterations(const std::vector<std::string>& shapes) {
-  const size_t n = shapes.size();
+std::vector<std::pair<size_t, size_t>> FindIterations(const std::vector<std::string>& shape_names) {
+  const size_t n = shape_names.size();
+  // Shapes as numbers, so that comparing two is one instruction.
+  std::vector<uint32_t> shapes(n);
+  {
+    std::unordered_map<std::string_view, uint32_t> ids;
+    for (size_t i = 0; i < n; ++i) {
+      shapes[i] = ids.emplace(shape_names[i], static_cast<uint32_t>(ids.size())).first->second;
+    }
+  }
   // The period under which most units repeat the shape of the unit one
-  // period before; the smallest among equals.
+  // period before; the smallest among equals. A long job is judged on its
+  // last kIterationWindow units and periods up to kMaxIterationLength, so
+  // that this stays linear in the job's length.
+  const size_t window_begin = n > kIterationWindow ? n - kIterationWindow : 0;
   size_t best_p = 0, best_matches = 0;
-  for (size_t p = 1; p <= n / 2; ++p) {
+  for (size_t p = 1; p <= (n - window_begin) / 2 && p <= kMaxIterationLength; ++p) {
     size_t matches = 0;
-    for (size_t i = 0; i + p < n; ++i) matches += shapes[i] == shapes[i + p] ? 1 : 0;
+    for (size_t i = window_begin; i + p < n; ++i) matches += shapes[i] == shapes[i + p] ? 1 : 0;
     if (matches > best_matches) {
       best_matches = matches;
       best_p = p;

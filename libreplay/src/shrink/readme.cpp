@@ -67,9 +67,14 @@ std::string ShrinkReadme(const ShrinkResult& r, const TraceReader& recorded, con
     o << "- Ranks " << Join(gone) << ": every communicator was rebuilt over the ranks that remain (members, "
       << "sizes, the ranks in it, peers, roots and per-rank counts renumbered).\n";
   }
+  if (r.tail_units > 0) {
+    o << "- Everything before the job's last " << r.tail_units
+      << " collectives and messages (communicators' creations aside): the search started from the end of "
+         "the job, which still failed the same way.\n";
+  }
   if (r.iterations_found >= 2) {
-    o << "- The recording's loop repeats its calls " << r.iterations_found
-      << " times; whole iterations were removed first, then single calls.\n";
+    o << "- " << (r.tail_units > 0 ? "What was kept" : "The recording's loop") << " repeats its calls "
+      << r.iterations_found << " times; whole iterations were removed first, then single calls.\n";
   }
   if (r.after.operations < r.before.operations) {
     o << "- " << r.before.operations - r.after.operations

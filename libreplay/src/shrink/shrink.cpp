@@ -31,6 +31,10 @@ constexpr int64_t kDriveMinWaitNs = 100'000'000;
 // a hang).
 constexpr int64_t kSettleNs = 1'000'000'000;
 constexpr int64_t kSettleOtherNs = 5'000'000'000;
+// A job of more units than kFirstTail is first tried from its last
+// kFirstTail units, then kTailGrowth times as many, and so on.
+constexpr size_t kFirstTail = 256;
+constexpr size_t kTailGrowth = 16;
 
 ShrinkSize SizeOf(const Candidate& c) {
   return {c.ranks.size(), c.operations, c.max_rank_operations, c.communicators};
@@ -38,11 +42,12 @@ ShrinkSize SizeOf(const Candidate& c) {
 
 class Search {
  public:
-  Search(const Program& program, ShrinkDriver& driver, const ShrinkOptions& options, FindingKey target)
+  // `targets`: the recorded findings a reduced job may show, the one picked first.
+  Search(const Program& program, ShrinkDriver& driver, const ShrinkOptions& options, std::vector<FindingKey> targets)
       : program_(program),
         driver_(driver),
         options_(options),
-        target_(std::move(target)),
+        targets_(std::move(targets)),
         start_(std::chrono::steady_clock::now()) {}
 
   // Starts from the whole job; fails when its drive does not fail the same way.
@@ -99,7 +104,7 @@ class Search {
   const Program& program_;
   ShrinkDriver& driver_;
   const ShrinkOptions& options_;
-  FindingKey target_;
+  std::vector<FindingKey> targets_;
   std::chrono::steady_clock::time_point start_;
   Selection best_;
   Candidate best_candidate_;
@@ -123,7 +128,7 @@ std::string Search::Key(const Selection& s, const Candidate& c) const {
 }
 
 bool Search::Same(const CheckReport& report, const Candidate& c, CallMatch match, std::string* why) const {
-  return shrink::MatchingFinding(report, options_.keep, target_, c.origin, match, why) != nullptr;
+  return shrink::MatchingTarget(report, options_.keep, targets_, c.origin, match, why) != nullptr;
 }
 
 bool Search::Checks(const Tried& t, std::string* why) {
@@ -283,6 +288,23 @@ Status Search::Start(ShrinkResult* result) {
   t.selection = all;
   t.candidate = program_.Materialize(all);
   result->before = SizeOf(t.candidate);
+  // A long job is tried from its last calls first: what a rank did long
+  // before the fault rarely makes it, and a drive of the whole job would take
+  // about as long as the job ran. Every communicator's creation stays (taking
+  // one out takes out everything on it).
+  const size_t units = all.units.size();
+  std::vector<Selection> tails;
+  std::vector<size_t> tail_units;
+  for (size_t tail = kFirstTail; tail < units; tail *= kTailGrowth) {
+    Selection s = all;
+    for (size_t u = 0; u + tail < units; ++u) s.units[u] = !program_.units()[u].creates.empty();
+    tails.push_back(std::move(s));
+    tail_units.push_back(tail);
+  }
+  if (const int hit = tails.empty() ? -1 : First(tails, "last calls"); hit >= 0) {
+    result->tail_units = tail_units[static_cast<size_t>(hit)];
+    return Status::Ok();
+  }
   t.dir = options_.work_dir + "/c" + std::to_string(++written_);
   REPLAY_RETURN_IF_ERROR(shrink::WriteCandidate(t.candidate, program_.manifest(), t.dir));
   std::string why;
@@ -425,10 +447,17 @@ Result<ShrinkResult> Shrink(const TraceReader& trace, ShrinkDriver& driver, cons
   auto program = Program::Load(trace);
   if (!program.ok()) return program.status();
 
+  // One fault can show as several findings of a kind (each rank waiting on
+  // a rank that stopped is a finding of its own), and a drive need not show
+  // them all: any of them is the fault kept, the one picked first.
+  const std::vector<const Finding*> targets = shrink::TargetFindings(*report, *target);
+  std::vector<FindingKey> keys;
+  for (const Finding* f : targets) keys.push_back(shrink::KeyOf(*f, {}));
+
   ShrinkResult result;
   result.target = *target;
   result.nccl = program->nccl();
-  Search search(*program, driver, options, shrink::KeyOf(*target, {}));
+  Search search(*program, driver, options, keys);
   REPLAY_RETURN_IF_ERROR(search.Start(&result));
   // Fewer ranks make every later drive cheaper; fewer calls may then let
   // more ranks go: a second round when the first changed something.
@@ -455,9 +484,10 @@ Result<ShrinkResult> Shrink(const TraceReader& trace, ShrinkDriver& driver, cons
   auto again = CheckTrace(**reduced);
   if (!again.ok()) return again.status();
   std::string why;
-  const Finding* f = shrink::MatchingFinding(*again, options.keep, shrink::KeyOf(*target, {}), best.origin,
-                                             CallMatch::kApi, &why);
+  size_t which = 0;
+  const Finding* f = shrink::MatchingTarget(*again, options.keep, keys, best.origin, CallMatch::kApi, &why, &which);
   result.reduced = f != nullptr ? *f : Finding{};
+  if (f != nullptr) result.target = *targets[which];
   return result;
 }
 
