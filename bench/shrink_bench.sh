@@ -2,7 +2,8 @@
 # shrink_bench.sh: how long `replay shrink` takes and how small it makes a job,
 # for every fault of the example trainers (mpi_train, and nccl_train on the host
 # NCCL stand-in) at 4 and 8 ranks, and for a synthetic 64-rank hang
-# (bench/shrink_job.cpp).
+# (bench/shrink_job.cpp), and for LAMMPS (Debian's lmp) at 4 ranks hung from
+# outside: its rank 1 stopped (SIGSTOP) mid-run, the job then ended.
 #
 # Each job is recorded once (a hang is stopped by `timeout` after HANG_S
 # seconds), then shrunk with --budget BUDGET; a row per job: what `replay
@@ -12,6 +13,7 @@
 #
 # Usage: bench/shrink_bench.sh [RANKS...]     (default: 4 8; the 64-rank job always)
 #        BUILD=build  BUDGET=600  HANG_S=12  SYNTHETIC=64 (0: skip it)  TRAINERS="mpi nccl"
+#        FAULTS="hang ..." (default: every fault of each trainer)  LAMMPS=1 (0: skip it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$PWD/${BUILD:-build}
@@ -19,6 +21,8 @@ budget=${BUDGET:-600}
 hang_s=${HANG_S:-12}
 synthetic=${SYNTHETIC:-64}
 trainers=${TRAINERS:-mpi nccl}
+only_faults=${FAULTS:-}
+lammps=${LAMMPS:-1}
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(4 8)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -71,6 +75,7 @@ for trainer in $trainers; do
   fi
   for ranks in "${sizes[@]}"; do
     for fault in "${faults[@]}"; do
+      [[ -z $only_faults || " $only_faults " == *" $fault "* ]] || continue
       spec=$fault
       case $fault in hang|mismatch|order|nan|crash) spec="$fault:rank=1,step=3" ;; device) spec="device:rank=1" ;; esac
       trace=$work/$trainer-$fault-$ranks
@@ -84,4 +89,25 @@ done
 if [ "$synthetic" -gt 0 ]; then
   "$build/bench/shrink_job" --dir="$work/synthetic" --ranks="$synthetic" --steps=6 --hang-step=3 >/dev/null
   shrink_one synth hang "$synthetic" "$work/synthetic"
+fi
+
+if [ "$lammps" = 1 ] && command -v lmp >/dev/null; then
+  # LAMMPS melts a crystal until its rank 1 is stopped; 3 s later every rank
+  # is sent SIGTERM (rank 1 as it resumes), so that its neighbours die waiting.
+  printf 'units lj\natom_style atomic\nlattice fcc 0.8442\nregion box block 0 10 0 10 0 10\ncreate_box 1 box\ncreate_atoms 1 box\nmass 1 1.0\nvelocity all create 3.0 87287 loop geom\npair_style lj/cut 2.5\npair_coeff 1 1 1.0 1.0 2.5\nneighbor 0.3 bin\nneigh_modify every 20 delay 0 check no\nfix 1 all nve\nthermo 100\nrun 100000000\n' >"$work/in.melt"
+  (cd "$work" && "$replay" record -o "$work/lammps" -- mpirun -np 4 --oversubscribe lmp -in "$work/in.melt" -log none \
+    >"$work/lammps.log" 2>&1) &
+  rec=$!
+  for _ in $(seq 120); do grep -q '^ *Step' "$work/lammps.log" && break; sleep 0.5; done
+  sleep "${LAMMPS_RUN_S:-2}"
+  others=() stopped=
+  for q in $(pgrep -f -- "-in $work/in.melt"); do
+    r=$(tr '\0' '\n' <"/proc/$q/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ -n "$r" ] || continue
+    if [ "$r" = 1 ]; then stopped=$q; else others+=("$q"); fi
+  done
+  kill -STOP "$stopped"; sleep 3
+  kill -TERM "${others[@]}" "$stopped"; kill -CONT "$stopped"
+  wait "$rec" || true
+  shrink_one lammps stopped 4 "$work/lammps"
 fi

@@ -82,6 +82,21 @@ void BuildRepro(const TempDir& tmp, const std::string& out, const std::string& e
   REQUIRE(cc.exit_code == 0);
 }
 
+// Builds OUT/repro.c, runs it at 2 ranks (it must hang until a timeout ends
+// it) and records it so; the check of that recording.
+json ReproHangs(const TempDir& tmp, const std::string& out) {
+  BuildRepro(tmp, out);
+  RunResult run = Run("timeout -s TERM 5 " + Mpirun(2) + " " + (tmp / "repro"), 60);
+  INFO(run.output);
+  CHECK(run.exit_code == 124);
+  RunResult rec = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
+                          (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
+                      60);
+  INFO(rec.output);
+  CHECK(rec.exit_code == 124);
+  return CheckJson(tmp / "rec");
+}
+
 TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and repro.c hangs the same way", "[e2e]") {
   TempDir tmp;
   RecordTrainer(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=3", kHangTimeoutS);
@@ -109,18 +124,9 @@ TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and 
   CHECK(readme.find("--fault hang:rank=1,step=3") != std::string::npos);
   CHECK(readme.find("Open MPI") != std::string::npos);
 
-  // repro.c: built with mpicc, it hangs under mpirun until the timeout ends it.
-  BuildRepro(tmp, tmp / "out");
-  RunResult run = Run("timeout -s TERM 5 " + Mpirun(2) + " " + (tmp / "repro"), 60);
-  INFO(run.output);
-  CHECK(run.exit_code == 124);
-  // Recorded, it shows the same finding.
-  RunResult rec = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
-                          (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
-                      60);
-  INFO(rec.output);
-  CHECK(rec.exit_code == 124);
-  json again = CheckJson(tmp / "rec");
+  // repro.c: built with mpicc, it hangs under mpirun until the timeout ends
+  // it, and recorded, it shows the same finding.
+  json again = ReproHangs(tmp, tmp / "out");
   INFO(Titles(again));
   const json* g = FindingOf(again, "missing_ranks", "MPI_Allreduce", "dup(WORLD)");
   REQUIRE(g != nullptr);
@@ -237,15 +243,7 @@ TEST_CASE("shrink reduces LAMMPS with a rank stopped mid-run to 2 ranks, and rep
   CHECK(readme.find("| ranks | 4 | 2 |") != std::string::npos);
   CHECK(readme.find("the search started from the end of the job") != std::string::npos);
 
-  BuildRepro(tmp, tmp / "out");
-  RunResult run = Run("timeout -s TERM 5 " + Mpirun(2) + " " + (tmp / "repro"), 60);
-  INFO(run.output);
-  CHECK(run.exit_code == 124);
-  RunResult again = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
-                            (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
-                        60);
-  INFO(again.output);
-  json rerecorded = CheckJson(tmp / "rec");
+  json rerecorded = ReproHangs(tmp, tmp / "out");
   INFO(Titles(rerecorded));
   REQUIRE_FALSE(rerecorded["findings"].empty());
   CHECK(rerecorded["findings"][0]["kind"] == kind);

@@ -23,6 +23,20 @@ Finding Missing(int32_t missing, std::vector<int32_t> stuck, const std::string& 
   return f;
 }
 
+// The program calling MPI_Abort, and NCCL returning an error.
+Finding Abort() {
+  Finding f;
+  f.kind = FindingKind::kError;
+  f.data = nlohmann::json{{"source", "mpi"}, {"code", 1}, {"abort", true}}.dump();
+  return f;
+}
+Finding NcclError() {
+  Finding f;
+  f.kind = FindingKind::kError;
+  f.data = nlohmann::json{{"source", "nccl"}, {"code", 5}}.dump();
+  return f;
+}
+
 Finding Mismatch(int32_t odd, const std::string& field = "count") {
   Finding f;
   f.kind = FindingKind::kMismatch;
@@ -140,13 +154,7 @@ TEST_CASE("every recorded finding of the kept kind is a target, the one picked f
   CHECK(MatchingTarget(driven, "", keys, {0, 1, 2, 3}, CallMatch::kApi, &why, &which) == nullptr);
   CHECK_FALSE(why.empty());
   // The program's own MPI_Abort is no target of another error.
-  Finding abort;
-  abort.kind = FindingKind::kError;
-  abort.data = nlohmann::json{{"source", "mpi"}, {"code", 1}, {"abort", true}}.dump();
-  Finding nccl;
-  nccl.kind = FindingKind::kError;
-  nccl.data = nlohmann::json{{"source", "nccl"}, {"code", 5}}.dump();
-  recorded.findings = {nccl, abort};
+  recorded.findings = {NcclError(), Abort()};
   CHECK(TargetFindings(recorded, recorded.findings[0]).size() == 1);
 }
 
@@ -165,16 +173,10 @@ TEST_CASE("only hangs, mismatches and errors can be kept", "[shrink]") {
 
 TEST_CASE("a program calling MPI_Abort is not the fault kept; what made it give up is", "[shrink]") {
   CheckReport report;
-  Finding abort;
-  abort.kind = FindingKind::kError;
-  abort.data = nlohmann::json{{"source", "mpi"}, {"code", 1}, {"abort", true}}.dump();
-  Finding nccl;
-  nccl.kind = FindingKind::kError;
-  nccl.data = nlohmann::json{{"source", "nccl"}, {"code", 5}}.dump();
-  report.findings = {abort, nccl};
+  report.findings = {Abort(), NcclError()};
   CHECK(PickFinding(report, "") == &report.findings[1]);
   CHECK(PickFinding(report, "error") == &report.findings[0]);  // unless asked for
-  report.findings = {abort};
+  report.findings = {Abort()};
   CHECK(PickFinding(report, "") == nullptr);
 }
 

@@ -8,7 +8,7 @@
 // is): fewest ranks (communicators rebuilt over those that remain), fewest
 // operations (whole iterations of the loop first, then single calls),
 // smallest counts, fewest communicators, synthetic bytes instead of recorded
-// ones. Each candidate is written as a trace, checked (a candidate whose own
+// ones. A long job is searched from its last operations first. Each candidate is written as a trace, checked (a candidate whose own
 // trace no longer shows the finding is not driven) and then driven; only a
 // drive that fails the same way is accepted. The search is deterministic:
 // it depends only on which candidates reproduce, never on timing, so the
@@ -96,7 +96,7 @@ struct ShrinkSize {
 };
 
 struct ShrinkResult {
-  Finding target;                // the recorded finding kept
+  Finding target;                // the recorded finding kept (of those of its kind, the one shown at the end)
   Finding reduced;               // the same, as `check` reads it in the smaller job
   ShrinkSize before, after;
   std::vector<int32_t> origin;   // rank i of the smaller job is the recording's origin[i]
