@@ -807,33 +807,23 @@ void Call::LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Re
 }
 
 void Call::EnterCollective() {
-  const OpShape shape = ShapeOf(kind_);
+  const OpShape& shape = ShapeOf(kind_);
   const bool inter = cs_ != nullptr && cs_->remote_size > 0;
-  OpArgs a;
-  a.kind = kind_;
-  a.size = cs_ != nullptr ? cs_->size : 0;
-  a.peers = inter ? cs_->remote_size : a.size;
-  a.rank = cs_ != nullptr ? cs_->rank : -1;
-  if (shape.neighbors) NeighborCounts(comm, a.rank, &a.in_peers, &a.out_peers);
+  const int32_t rank = cs_ != nullptr ? cs_->rank : -1;
+  SideArgs sides;
   // Rooted collectives: on an intercommunicator the root passes MPI_ROOT and
   // the rest of its group MPI_PROC_NULL.
-  a.is_root = inter ? root == MPI_ROOT : root == a.rank;
-  a.in_root_group = inter && (root == MPI_ROOT || root == MPI_PROC_NULL);
+  sides.is_root = inter ? root == MPI_ROOT : root == rank;
+  sides.in_root_group = inter && (root == MPI_ROOT || root == MPI_PROC_NULL);
   // In place: the send buffer is MPI_IN_PLACE, or, at the root of a scatter,
   // the receive buffer.
-  a.in_place = sbuf == MPI_IN_PLACE || (shape.in_place == InPlace::kRootKeepsBlock && rbuf == MPI_IN_PLACE);
-  a.send_count = scount;
-  a.recv_count = rcount;
-  a.send_counts = scounts;
-  a.recv_counts = rcounts;
-  a.send_displs = sdispls_aint != nullptr ? IntList(sdispls_aint) : IntList(sdispls);
-  a.recv_displs = rdispls_aint != nullptr ? IntList(rdispls_aint) : IntList(rdispls);
+  sides.in_place = sbuf == MPI_IN_PLACE || (shape.in_place == InPlace::kRootKeepsBlock && rbuf == MPI_IN_PLACE);
   if (cs_ != nullptr) op_.seq = cs_->NextCollective();
   if (req != nullptr) {
     op_.request = ctx_.requests->NextId();
     op_.flags |= op_flags::kNonBlocking;
   }
-  if (a.in_place) op_.flags |= op_flags::kInPlace;
+  if (sides.in_place) op_.flags |= op_flags::kInPlace;
   op_.redop = OpOf(op);
   op_.send_buf = reinterpret_cast<uint64_t>(sbuf);
   op_.recv_buf = reinterpret_cast<uint64_t>(rbuf);
@@ -844,7 +834,7 @@ void Call::EnterCollective() {
   int64_t sent = 0;
   bool sent_from_recv = false;
   if (HasOneBlockSides(shape)) {
-    const OneBlockSides one = OneBlocks(shape, a);
+    const OneBlockSides one = OneBlocks(shape, sides);
     if (one.sends) {
       sent = scount;
       sent_from_recv = one.from_recv;
@@ -856,6 +846,21 @@ void Call::EnterCollective() {
     }
     if (one.receives) recv.Add(rbuf, rcount, rtype);
   } else {
+    OpArgs a;
+    a.kind = kind_;
+    a.size = cs_ != nullptr ? cs_->size : 0;
+    a.peers = inter ? cs_->remote_size : a.size;
+    a.rank = rank;
+    if (shape.neighbors) NeighborCounts(comm, a.rank, &a.in_peers, &a.out_peers);
+    a.is_root = sides.is_root;
+    a.in_root_group = sides.in_root_group;
+    a.in_place = sides.in_place;
+    a.send_count = scount;
+    a.recv_count = rcount;
+    a.send_counts = scounts;
+    a.recv_counts = rcounts;
+    a.send_displs = sdispls_aint != nullptr ? IntList(sdispls_aint) : IntList(sdispls);
+    a.recv_displs = rdispls_aint != nullptr ? IntList(rdispls_aint) : IntList(rdispls);
     LayCollective(a, shape, send, recv, &sent, &sent_from_recv);
   }
   MPI_Datatype send_type = shape.byte_offsets ? nullptr : sent_from_recv ? rtype : stype;
@@ -870,7 +875,7 @@ void Call::EnterCollective() {
     op_.dtype = DataType::kDerived;
   }
   op_.count = send_count;
-  if (shape.recv_count == RecvCount::kKept || (shape.recv_count == RecvCount::kKeptAtRoot && a.is_root)) {
+  if (shape.recv_count == RecvCount::kKept || (shape.recv_count == RecvCount::kKeptAtRoot && sides.is_root)) {
     op_.recv_count = rcount;
   }
   if (rtype != nullptr && rtype != send_type) {

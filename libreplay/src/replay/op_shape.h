@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -79,11 +80,15 @@ struct OpShape {
   bool neighbors = false;     // peers are the topology's neighbours, not the communicator
   bool local_group = false;   // per-peer counts are over the local group even on an intercommunicator
   bool byte_offsets = false;  // displacements in bytes, a datatype per peer
+  // Each side is at most one block, read as laid out or from the receive
+  // buffer (HasOneBlockSides); set by ShapeOf's table.
+  bool one_block_sides = false;
 };
 
-// The shape of an operation kind; kinds that move no data (management, tests)
-// have none on either side.
-constexpr OpShape ShapeOf(OpKind kind) {
+namespace op_shape_internal {
+
+// The rows, one per kind (ShapeOf reads them from a table built from this).
+constexpr OpShape Row(OpKind kind) {
   using B = Blocks;
   using R = Ranks;
   using P = InPlace;
@@ -144,6 +149,33 @@ constexpr OpShape ShapeOf(OpKind kind) {
   }
 }
 
+constexpr bool OneBlockSides(const OpShape& s) {
+  auto one = [](Blocks b) { return b == Blocks::kNone || b == Blocks::kOne; };
+  return one(s.send.blocks) && one(s.recv.blocks) && !s.neighbors && !s.byte_offsets &&
+         (s.in_place == InPlace::kNotAllowed || s.in_place == InPlace::kFromRecv);
+}
+
+static_assert(static_cast<int>(OpKind::kWait) + 1 == kOpKindCount, "a row for every kind");
+inline constexpr std::array<OpShape, kOpKindCount> kRows = [] {
+  std::array<OpShape, kOpKindCount> rows{};
+  for (int k = 0; k < kOpKindCount; ++k) {
+    OpShape& r = rows[static_cast<size_t>(k)];
+    r = Row(static_cast<OpKind>(k));
+    r.one_block_sides = OneBlockSides(r);
+  }
+  return rows;
+}();
+inline constexpr OpShape kNoShape = Row(OpKind::kOther);
+
+}  // namespace op_shape_internal
+
+// The shape of an operation kind; kinds that move no data (management, tests)
+// have none on either side. A table look-up: the recorder asks for every call.
+constexpr const OpShape& ShapeOf(OpKind kind) {
+  const auto k = static_cast<size_t>(kind);
+  return k < op_shape_internal::kRows.size() ? op_shape_internal::kRows[k] : op_shape_internal::kNoShape;
+}
+
 // Per-peer counts or displacements as a call passes them: C ints, or 64-bit
 // integers (MPI_Aint displacements, recorded lists). Null: not given.
 class IntList {
@@ -177,6 +209,15 @@ struct OpArgs {
   IntList send_counts, send_displs, recv_counts, recv_displs;
 };
 
+// The part of OpArgs that says which sides apply to a rank, for a caller
+// that needs no more (the recorder, for the collectives of one block a side).
+struct SideArgs {
+  bool is_root = false;
+  bool in_root_group = false;
+  bool in_place = false;
+  bool root_copies = false;
+};
+
 enum class Side : uint8_t { kSend, kRecv };
 
 // A block of one side: `count` elements at `offset` into `buffer` (the send
@@ -191,7 +232,10 @@ struct Block {
 
 namespace op_shape_internal {
 
-constexpr bool Applies(Ranks r, const OpArgs& a) {
+// `Args`: OpArgs, or any struct with its is_root, in_root_group, in_place
+// and root_copies (SideArgs), which is all that decides whether a side applies.
+template <typename Args>
+constexpr bool Applies(Ranks r, const Args& a) {
   switch (r) {
     case Ranks::kAll: return true;
     case Ranks::kRoot: return a.is_root;
@@ -238,11 +282,13 @@ constexpr int PeersIn(const OpShape& s, const OpArgs& a) {
   return s.local_group ? a.size : a.peers;
 }
 
-// Whether each side applies to this rank.
-inline bool Sends(const OpShape& s, const OpArgs& a) {
+// Whether each side applies to this rank (`a`: OpArgs or SideArgs).
+template <typename Args>
+bool Sends(const OpShape& s, const Args& a) {
   return s.send.blocks != Blocks::kNone && op_shape_internal::Applies(s.send.ranks, a);
 }
-inline bool Receives(const OpShape& s, const OpArgs& a) {
+template <typename Args>
+bool Receives(const OpShape& s, const Args& a) {
   if (s.recv.blocks == Blocks::kNone) return false;
   if (a.in_place && s.in_place == InPlace::kRootKeepsBlock && a.is_root) return false;
   if (a.root_copies && a.is_root) return true;
@@ -254,7 +300,7 @@ inline bool Receives(const OpShape& s, const OpArgs& a) {
 template <typename Visit>
 void ForEachBlock(const OpArgs& a, Visit&& visit) {
   using op_shape_internal::Lay;
-  const OpShape s = ShapeOf(a.kind);
+  const OpShape& s = ShapeOf(a.kind);
   const int out = PeersOut(s, a), in = PeersIn(s, a);
   if (Sends(s, a)) {
     const IntList send_counts = s.send.blocks == Blocks::kListedTotal ? a.recv_counts : a.send_counts;
@@ -283,17 +329,14 @@ void ForEachBlock(const OpArgs& a, Visit&& visit) {
 // offset 0, in place (if at all) from the receive buffer: barrier, broadcast,
 // reductions, scans, the common collectives. For them OneBlocks says what
 // ForEachBlock would visit, at a fraction of the cost, and they list no counts.
-constexpr bool HasOneBlockSides(const OpShape& s) {
-  auto one = [](Blocks b) { return b == Blocks::kNone || b == Blocks::kOne; };
-  return one(s.send.blocks) && one(s.recv.blocks) && !s.neighbors && !s.byte_offsets &&
-         (s.in_place == InPlace::kNotAllowed || s.in_place == InPlace::kFromRecv);
-}
+constexpr bool HasOneBlockSides(const OpShape& s) { return s.one_block_sides; }
 struct OneBlockSides {
   bool sends = false;      // a send block of a.send_count elements ...
   bool from_recv = false;  // ... in the receive buffer (in place)
   bool receives = false;   // a receive block of a.recv_count elements
 };
-inline OneBlockSides OneBlocks(const OpShape& s, const OpArgs& a) {
+template <typename Args>
+OneBlockSides OneBlocks(const OpShape& s, const Args& a) {
   OneBlockSides o;
   o.sends = Sends(s, a);
   o.from_recv = o.sends && a.in_place && s.in_place == InPlace::kFromRecv;
@@ -317,7 +360,7 @@ inline OpTotals Totals(const OpArgs& a) {
 // then the receive side's.
 template <typename Visit>
 void ForEachListedCount(const OpArgs& a, Visit&& visit) {
-  const OpShape s = ShapeOf(a.kind);
+  const OpShape& s = ShapeOf(a.kind);
   if (s.send.blocks == Blocks::kListed && Sends(s, a)) {
     IntList counts = a.in_place && s.in_place == InPlace::kRecvBlocks ? a.recv_counts : a.send_counts;
     for (int i = 0, n = PeersOut(s, a); counts && i < n; ++i) visit(counts[i]);
@@ -334,7 +377,7 @@ void ForEachListedCount(const OpArgs& a, Visit&& visit) {
 // into `list`; a list too short for them leaves them out. Displacements are
 // not kept: the caller lays the blocks out as it likes.
 inline OpArgs RecordedArgs(const OpEvent& op, const std::vector<int64_t>& list, int32_t size, int32_t rank) {
-  const OpShape s = ShapeOf(op.kind);
+  const OpShape& s = ShapeOf(op.kind);
   OpArgs a;
   a.kind = op.kind;
   a.size = a.peers = a.in_peers = a.out_peers = size;
@@ -367,7 +410,7 @@ inline OpArgs RecordedArgs(const OpEvent& op, const std::vector<int64_t>& list, 
 // `kind` may be given on any rank. Listed sides cover nothing here (their
 // counts are per call: Totals).
 constexpr OpTotals LargestTotals(OpKind kind, int64_t count, int n) {
-  const OpShape s = ShapeOf(kind);
+  const OpShape& s = ShapeOf(kind);
   auto side = [&](Blocks b) -> int64_t {
     switch (b) {
       case Blocks::kOne: return count;
@@ -381,7 +424,7 @@ constexpr OpTotals LargestTotals(OpKind kind, int64_t count, int n) {
 // The largest number of count-sized blocks any rank's buffer of `kind` holds
 // with `n` peers: what a count must be small enough to multiply by.
 constexpr int64_t MaxBlocks(OpKind kind, int n) {
-  const OpShape s = ShapeOf(kind);
+  const OpShape& s = ShapeOf(kind);
   return s.send.blocks == Blocks::kPerPeer || s.recv.blocks == Blocks::kPerPeer ? n : 1;
 }
 

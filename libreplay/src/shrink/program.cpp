@@ -35,14 +35,14 @@ bool IsRooted(OpKind k) { return ShapeOf(k).rooted; }
 // count their neighbours, not the communicator.
 bool CountTimesSize(const OpEvent& op, bool nccl) {
   if (nccl) return false;  // NCCL's counts are per rank
-  const OpShape s = ShapeOf(op.kind);
+  const OpShape& s = ShapeOf(op.kind);
   return !s.neighbors && !s.count_is_call && s.send.blocks == Blocks::kPerPeer;
 }
 
 // How many per-member count lists an op's `list` holds (two halves of it for
 // alltoallv and alltoallw), in the order op_shape.h keeps them.
 int CountLists(OpKind k) {
-  const OpShape s = ShapeOf(k);
+  const OpShape& s = ShapeOf(k);
   if (s.neighbors) return 0;
   auto listed = [](Blocks b) { return b == Blocks::kListed || b == Blocks::kListedOwn ? 1 : 0; };
   return listed(s.send.blocks) + listed(s.recv.blocks);
@@ -51,7 +51,7 @@ int CountLists(OpKind k) {
 // Whether an op's count is the sum of its first list: what it sends is
 // listed per peer.
 bool CountIsListSum(OpKind k) {
-  const OpShape s = ShapeOf(k);
+  const OpShape& s = ShapeOf(k);
   return !s.neighbors && (s.send.blocks == Blocks::kListed || s.send.blocks == Blocks::kListedTotal);
 }
 

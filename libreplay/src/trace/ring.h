@@ -173,7 +173,7 @@ class Ring {
   // Appends one record to `slot` (which the caller owns). Returns false when the
   // record was dropped because the slot stayed full; the drop is counted and
   // reported by a Drop record later. Never blocks longer than full_wait_ns.
-  bool AppendRecord(SlotHeader* slot, EventKind kind, const void* body, size_t body_size,
+  [[gnu::always_inline]] bool AppendRecord(SlotHeader* slot, EventKind kind, const void* body, size_t body_size,
                     const int64_t* list, uint32_t list_count, const void* text,
                     uint32_t text_size, uint64_t call_site) {
     size_t need = RecordSize(body_size, list_count, text_size);

@@ -263,7 +263,10 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
                             std::span<const int64_t> list, std::string_view text,
                             uint64_t call_site) {
   if (!recording_.load(std::memory_order_relaxed)) return false;
-  SlotHeader* slot = ThreadSlot();
+  // The thread's slot, known after its first append; ThreadSlot claims one.
+  SlotHeader* slot = __builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)
+                         ? t_slot.slot
+                         : ThreadSlot();
   if (slot == nullptr) {
     state_->ring->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
     return false;
