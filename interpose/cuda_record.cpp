@@ -119,15 +119,7 @@ bool Call::Begin() noexcept {
   if (rerun::Active() || (op_ != CudaOp::kKernels && (!guard_.outermost() || t_nccl_launch != nullptr))) {
     return false;
   }
-  try {
-    rec_ = Recorder::Get();
-  } catch (...) {
-    rec_ = nullptr;
-  }
-  if (rec_ != nullptr && !rec_->recording()) {
-    rec_->writer().NoteUnrecorded();
-    rec_ = nullptr;
-  }
+  rec_ = Recorder::ForCall();
   return rec_ != nullptr;
 }
 

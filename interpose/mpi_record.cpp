@@ -425,16 +425,8 @@ Mode Call::Begin() noexcept {
     return mode_ = Mode::kRerun;
   }
   if (Unrecorded(shape_)) return Mode::kPass;
-  try {
-    rec_ = Recorder::Get();
-  } catch (...) {
-    return Mode::kPass;
-  }
+  rec_ = Recorder::ForCall();
   if (rec_ == nullptr) return Mode::kPass;
-  if (!rec_->recording()) {
-    rec_->writer().NoteUnrecorded();
-    return Mode::kPass;
-  }
   if (!Abi().ok) {
     if (!g_warned_abi.exchange(true)) {
       Warn("the MPI library in this process is not the Open MPI replay was built for; MPI calls "
@@ -1229,6 +1221,21 @@ bool Call::BlockingWait() const {
          api_ == kApi_MPI_Waitsome;
 }
 
+void Call::NoteReceived(bool wildcard) {
+  ret_.source = status_->MPI_SOURCE;
+  ret_.tag = status_->MPI_TAG;
+  int got = 0;
+  if (Abi().Get_count(status_, rtype, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) got = 0;
+  ret_.recv_count = got;
+  if (wildcard && cs_ != nullptr && ret_.source >= 0) ret_.peer_seq = cs_->NextRecv(ret_.source);
+  Region r;
+  r.Add(rbuf, got, rtype);
+  if (FingerprintRegion(ctx_, r, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf, &ret_.payload_hash,
+                        &ret_.payload_size)) {
+    ret_.flags |= op_flags::kHasRecvHash;
+  }
+}
+
 void Call::DoLeave(int rc) {
   const MpiAbi& abi = Abi();
   switch (shape_) {
@@ -1268,19 +1275,7 @@ void Call::DoLeave(int rc) {
     case Shape::kMrecv:
       if (req == nullptr) {
         // Blocking MPI_Mrecv.
-        if (rc == MPI_SUCCESS && status_ != nullptr) {
-          ret_.source = status_->MPI_SOURCE;
-          ret_.tag = status_->MPI_TAG;
-          int got = 0;
-          if (abi.Get_count(status_, rtype, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) got = 0;
-          ret_.recv_count = got;
-          Region r;
-          r.Add(rbuf, got, rtype);
-          if (FingerprintRegion(ctx_, r, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf,
-                                &ret_.payload_hash, &ret_.payload_size)) {
-            ret_.flags |= op_flags::kHasRecvHash;
-          }
-        }
+        if (rc == MPI_SUCCESS && status_ != nullptr) NoteReceived(false);
         AppendReturn(rc);
         return;
       }
@@ -1310,23 +1305,8 @@ void Call::DoLeave(int rc) {
       return;
     case Shape::kRecv:
     case Shape::kSendrecv: {
-      if (rc == MPI_SUCCESS && status_ != nullptr) {
-        ret_.source = status_->MPI_SOURCE;
-        ret_.tag = status_->MPI_TAG;
-        int got = 0;
-        if (abi.Get_count(status_, rtype, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) got = 0;
-        ret_.recv_count = got;
-        int asked = shape_ == Shape::kSendrecv ? source : peer;
-        if (asked == kAnySource && cs_ != nullptr && ret_.source >= 0) {
-          ret_.peer_seq = cs_->NextRecv(ret_.source);
-        }
-        Region r;
-        r.Add(rbuf, got, rtype);
-        if (FingerprintRegion(ctx_, r, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf,
-                              &ret_.payload_hash, &ret_.payload_size)) {
-          ret_.flags |= op_flags::kHasRecvHash;
-        }
-      }
+      const int asked = shape_ == Shape::kSendrecv ? source : peer;
+      if (rc == MPI_SUCCESS && status_ != nullptr) NoteReceived(asked == kAnySource);
       AppendReturn(rc);
       return;
     }

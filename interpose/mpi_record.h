@@ -207,6 +207,10 @@ class Call {
  private:
   void DoEnter();
   void DoLeave(int rc);
+  // A receive that matched a message (status_ says which): its source, tag,
+  // count and fingerprint into ret_; numbered among the source's messages
+  // when it asked for any source.
+  void NoteReceived(bool wildcard);
   void EnterCollective();
   void LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Region& recv, int64_t* sent,
                      bool* sent_from_recv);

@@ -342,16 +342,8 @@ Mode Call::Begin() noexcept {
     return mode_ = Mode::kRerun;
   }
   if (shape_ == Shape::kQuery) return Mode::kPass;
-  try {
-    rec_ = Recorder::Get();
-  } catch (...) {
-    return Mode::kPass;
-  }
+  rec_ = Recorder::ForCall();
   if (rec_ == nullptr) return Mode::kPass;
-  if (!rec_->recording()) {
-    rec_->writer().NoteUnrecorded();
-    return Mode::kPass;
-  }
   return mode_ = Mode::kRecord;
 }
 

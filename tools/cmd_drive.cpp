@@ -277,17 +277,7 @@ void AddDriveCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)")
       ->check(Positive("a number of seconds"));
   cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
-  cmd->callback([=] {
-    // A bundle or Flight Recorder dumps are read from a temporary directory.
-    Options resolved = *opt;
-    auto dir = ResolveTraceDir(resolved.dir);
-    if (!dir.ok()) {
-      *exit_code = Fail("drive", dir.status());
-      return;
-    }
-    resolved.dir = *dir;
-    *exit_code = Run(resolved);
-  });
+  cmd->callback([=] { *exit_code = RunOnTrace("drive", *opt, Run); });
 }
 
 }  // namespace replay::cli

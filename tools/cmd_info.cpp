@@ -15,6 +15,7 @@
 #include "term.h"
 #include "trace/read_progress.h"
 #include "trace_input.h"
+#include "util/clock.h"
 #include "util/json.h"
 
 namespace replay::cli {
@@ -82,13 +83,7 @@ RankRow Summarise(const RankEntry* entry, const RankReader& rr, ProgressTally* p
 }
 
 std::string WallTime(int64_t realtime_ns) {
-  if (realtime_ns <= 0) return "unknown time";
-  time_t t = static_cast<time_t>(realtime_ns / 1000000000);
-  char buf[64];
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
+  return realtime_ns <= 0 ? "unknown time" : FormatUtc(realtime_ns, "%Y-%m-%d %H:%M:%S UTC");
 }
 
 std::string StatusText(const RankRow& r) { return RankEndText(r.status, r.close_reason, r.fatal_signal); }

@@ -1,5 +1,4 @@
 // replay record [-o DIR] [--level meta|hash|data] -- COMMAND...
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -71,19 +71,11 @@ std::string DefaultDir() {
   return buf;
 }
 
+// Empty, or not there to read.
 bool DirIsEmpty(const std::string& dir) {
-  std::string cmd;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return true;
-  bool empty = true;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      empty = false;
-      break;
-    }
-  }
-  closedir(d);
-  return empty;
+  std::error_code ec;
+  const bool empty = std::filesystem::is_empty(dir, ec);
+  return ec || empty;
 }
 
 // Ranks the launcher will start, if the command says (mpirun -np N, srun -n N).

@@ -388,17 +388,7 @@ void AddRerunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--require-same-command", opt->require_same_command,
                 "Refuse to run a command other than the recorded one (default: warn)");
   cmd->add_option("COMMAND", opt->command, "The program to run, after --")->required();
-  cmd->callback([=] {
-    // A bundle or Flight Recorder dumps are read from a temporary directory.
-    Options resolved = *opt;
-    auto dir = ResolveTraceDir(resolved.dir);
-    if (!dir.ok()) {
-      *exit_code = Fail("rerun", dir.status());
-      return;
-    }
-    resolved.dir = *dir;
-    *exit_code = Run(resolved);
-  });
+  cmd->callback([=] { *exit_code = RunOnTrace("rerun", *opt, Run); });
 }
 
 }  // namespace replay::cli

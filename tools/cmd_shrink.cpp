@@ -381,16 +381,7 @@ void AddShrinkCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--jobs", opt->jobs, "Candidates driven at once (default: as the cores allow)");
   cmd->add_option("--backend", opt->backend, "How NCCL calls are re-issued: auto (default), host or nccl");
   cmd->add_flag("-v,--verbose", opt->verbose, "A line on each candidate: its size, and why it was kept or not");
-  cmd->callback([=] {
-    Options resolved = *opt;
-    auto dir = ResolveTraceDir(resolved.dir);
-    if (!dir.ok()) {
-      *exit_code = Fail("shrink", dir.status());
-      return;
-    }
-    resolved.dir = *dir;
-    *exit_code = Run(resolved);
-  });
+  cmd->callback([=] { *exit_code = RunOnTrace("shrink", *opt, Run); });
 }
 
 }  // namespace replay::cli

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "replay/trace_reader.h"
 
 namespace replay::cli {
@@ -29,6 +30,18 @@ Result<std::unique_ptr<TraceReader>> OpenTrace(const std::string& path);
 // The directory that holds the trace `path` names: `path` itself for a trace
 // directory, else a temporary directory it was unpacked or imported into.
 Result<std::string> ResolveTraceDir(const std::string& path);
+
+// A command's callback on a trace: `run(options)` with options.dir resolved
+// by ResolveTraceDir (a bundle or Flight Recorder dumps are read from a
+// temporary directory); what cannot be resolved is refused under `command`'s
+// name. Returns the exit status.
+template <typename Options, typename Run>
+int RunOnTrace(const std::string& command, Options options, Run&& run) {
+  auto dir = ResolveTraceDir(options.dir);
+  if (!dir.ok()) return Fail(command, dir.status());
+  options.dir = *dir;
+  return run(options);
+}
 
 // Parses a list of world ranks as given to --ranks: "0,2,5-7". Sorted, without
 // duplicates; InvalidArgument saying what is wrong otherwise.

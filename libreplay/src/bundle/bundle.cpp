@@ -116,15 +116,7 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
-std::string Utc(int64_t realtime_ns) {
-  if (realtime_ns <= 0) return "";
-  time_t t = static_cast<time_t>(realtime_ns / 1000000000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string Utc(int64_t realtime_ns) { return FormatUtc(realtime_ns, "%Y-%m-%dT%H:%M:%SZ"); }
 
 Status ReadWholeFile(const std::string& path, std::string* out) {
   auto f = MappedFile::Open(path);

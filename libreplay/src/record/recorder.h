@@ -47,6 +47,22 @@ class Recorder {
   static Recorder* Get();
   // The recorder if already active; never activates.
   static Recorder* Peek() { return active_.load(std::memory_order_acquire); }
+  // The recorder for a call about to be recorded: Get(), or null when there
+  // is none, activating it failed, or recording stopped (the call is then
+  // counted as one the trace lacks). Never throws.
+  static Recorder* ForCall() noexcept {
+    Recorder* r = nullptr;
+    try {
+      r = Get();
+    } catch (...) {
+      return nullptr;
+    }
+    if (r != nullptr && !r->recording()) {
+      r->writer().NoteUnrecorded();
+      return nullptr;
+    }
+    return r;
+  }
 
   TraceWriter& writer() { return *writer_; }
   bool recording() const { return writer_->recording(); }

@@ -15,6 +15,7 @@
 #include "interop/timeline.h"
 #include "replay/event_format.h"
 #include "replay/version.h"
+#include "util/clock.h"
 #include "util/json.h"
 
 namespace replay {
@@ -48,15 +49,7 @@ std::string Num(double v) {
 
 std::string Key(uint64_t comm, uint64_t seq) { return Hex(comm) + ":" + std::to_string(seq); }
 
-std::string Utc(int64_t realtime_ns) {
-  if (realtime_ns <= 0) return "";
-  time_t t = static_cast<time_t>(realtime_ns / 1000000000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
+std::string Utc(int64_t realtime_ns) { return FormatUtc(realtime_ns, "%Y-%m-%d %H:%M:%S UTC"); }
 
 std::string RanksText(std::vector<int32_t> ranks) {
   std::sort(ranks.begin(), ranks.end());

@@ -572,6 +572,21 @@ Candidate Program::Materialize(const Selection& sel) const {
         auto it = compact.find(v);
         return scaled && v > 0 && it != compact.end() ? it->second : v;
       };
+      // A return or completion: its numbers renumbered, its values dropped.
+      auto renumbered = [&](auto& t) {
+        t.seq = coll_seq(t.comm, t.seq);
+        if (op != nullptr && IsRecvSide(op->kind) && t.source >= 0) {
+          t.peer_seq = msg_seq(t.comm, t.source, false, t.peer_seq);
+          t.source = remap(t.comm, t.source);
+        } else if (op != nullptr && IsMessage(op->kind)) {
+          t.peer_seq = msg_seq(t.comm, op->peer, true, t.peer_seq);
+        }
+        t.recv_count = scale(t.recv_count);
+        t.recv_hash = 0;
+        t.recv_nan = t.recv_inf = 0;
+        t.payload_hash = t.payload_size = 0;
+        t.flags &= static_cast<uint16_t>(~(op_flags::kHasSendHash | op_flags::kHasRecvHash));
+      };
       switch (e.kind) {
         case EventKind::kOp: {
           OpEvent& o = e.op;
@@ -636,38 +651,14 @@ Candidate Program::Materialize(const Selection& sel) const {
           o.flags &= static_cast<uint16_t>(~(op_flags::kHasSendHash | op_flags::kHasRecvHash));
           break;
         }
-        case EventKind::kReturn: {
-          ReturnEvent& t = e.ret;
-          t.seq = coll_seq(t.comm, t.seq);
-          if (op != nullptr && IsRecvSide(op->kind) && t.source >= 0) {
-            t.peer_seq = msg_seq(t.comm, t.source, false, t.peer_seq);
-            t.source = remap(t.comm, t.source);
-          } else if (op != nullptr && IsMessage(op->kind)) {
-            t.peer_seq = msg_seq(t.comm, op->peer, true, t.peer_seq);
-          }
-          t.recv_count = scale(t.recv_count);
-          t.recv_hash = 0;
-          t.recv_nan = t.recv_inf = 0;
-          t.payload_hash = t.payload_size = 0;
-          t.flags &= static_cast<uint16_t>(~(op_flags::kHasSendHash | op_flags::kHasRecvHash));
+        case EventKind::kReturn:
+          renumbered(e.ret);
           break;
-        }
-        case EventKind::kCompletion: {
-          CompletionEvent& t = e.completion;
-          t.seq = coll_seq(t.comm, t.seq);
-          if (op != nullptr && IsRecvSide(op->kind) && t.source >= 0) {
-            t.peer_seq = msg_seq(t.comm, t.source, false, t.peer_seq);
-            t.source = remap(t.comm, t.source);
-          } else if (op != nullptr && IsMessage(op->kind)) {
-            t.peer_seq = msg_seq(t.comm, op->peer, true, t.peer_seq);
-          }
-          t.recv_count = scale(t.recv_count);
-          t.recv_hash = t.send_hash = 0;
-          t.recv_nan = t.recv_inf = t.send_nan = t.send_inf = 0;
-          t.payload_hash = t.payload_size = 0;
-          t.flags &= static_cast<uint16_t>(~(op_flags::kHasSendHash | op_flags::kHasRecvHash));
+        case EventKind::kCompletion:
+          renumbered(e.completion);
+          e.completion.send_hash = 0;
+          e.completion.send_nan = e.completion.send_inf = 0;
           break;
-        }
         case EventKind::kCommCreate: {
           CommCreateEvent& c = e.comm_create;
           c.parent_seq = coll_seq(c.parent, c.parent_seq);

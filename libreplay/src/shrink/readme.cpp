@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "replay/shrink.h"
+#include "util/clock.h"
 
 namespace replay {
 namespace {
@@ -111,14 +112,9 @@ std::string ShrinkReadme(const ShrinkResult& r, const TraceReader& recorded, con
     const JobManifest& m = *recorded.manifest();
     std::string cmd;
     for (const std::string& a : m.command) cmd += (cmd.empty() ? "" : " ") + a;
-    char when[64] = "";
-    const time_t secs = static_cast<time_t>(m.created_realtime_ns / 1'000'000'000);
-    struct tm tm_utc;
-    if (m.created_realtime_ns > 0 && gmtime_r(&secs, &tm_utc) != nullptr) {
-      std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm_utc);
-    }
+    const std::string when = FormatUtc(m.created_realtime_ns, "%Y-%m-%d %H:%M UTC");
     o << "- Command: `" << cmd << "`\n";
-    o << "- Recorded " << (when[0] != '\0' ? std::string(when) + " " : "") << "on " << m.host << ", level "
+    o << "- Recorded " << (when.empty() ? "" : when + " ") << "on " << m.host << ", level "
       << LevelName(m.level) << ", " << m.world_size << " ranks\n";
   }
   // Versions and settings, as rank 0 recorded them; those that differ across

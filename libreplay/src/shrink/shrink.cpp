@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -57,6 +58,11 @@ class Search {
   bool Iterations(ShrinkResult* result);
   bool Calls();
   bool Counts();
+  // ddmin over `items`: `keeping(subset)` is the selection that keeps just
+  // `subset` of them; the first that reproduces is accepted (as `what`).
+  // Whether fewer items were kept.
+  bool Reduce(const std::vector<size_t>& items, const std::string& what,
+              const std::function<Selection(const std::vector<size_t>&)>& keeping);
 
   bool Stopped() const { return stopped_; }
   const Selection& best() const { return best_; }
@@ -325,80 +331,64 @@ Status Search::Start(ShrinkResult* result) {
   return Status::Ok();
 }
 
-bool Search::Ranks() {
-  std::vector<size_t> items;
-  for (size_t r = 0; r < best_.ranks.size(); ++r) {
-    if (best_.ranks[r]) items.push_back(r);
-  }
-  const size_t before = items.size();
+bool Search::Reduce(const std::vector<size_t>& items, const std::string& what,
+                    const std::function<Selection(const std::vector<size_t>&)>& keeping) {
   auto kept = shrink::Ddmin(
       items,
       [&](const std::vector<std::vector<size_t>>& subsets) {
         std::vector<Selection> sels;
-        for (const auto& subset : subsets) {
-          Selection s = best_;
-          s.ranks.assign(s.ranks.size(), false);
-          for (size_t r : subset) s.ranks[r] = true;
-          sels.push_back(std::move(s));
-        }
-        return First(sels, "ranks");
-      },
-      [&] { return OutOfTime(); });
-  return kept.size() < before;
-}
-
-bool Search::Iterations(ShrinkResult* result) {
-  std::vector<size_t> units;
-  std::vector<std::string> shapes;
-  for (size_t u = 0; u < best_.units.size(); ++u) {
-    if (!best_.units[u]) continue;
-    units.push_back(u);
-    shapes.push_back(program_.units()[u].shape);
-  }
-  const auto iterations = shrink::FindIterations(shapes);
-  if (result->iterations_found == 0) result->iterations_found = iterations.size();
-  if (iterations.size() < 2) return false;
-  std::vector<size_t> items(iterations.size());
-  for (size_t i = 0; i < items.size(); ++i) items[i] = i;
-  auto kept = shrink::Ddmin(
-      items,
-      [&](const std::vector<std::vector<size_t>>& subsets) {
-        std::vector<Selection> sels;
-        for (const auto& subset : subsets) {
-          Selection s = best_;
-          std::set<size_t> keep(subset.begin(), subset.end());
-          for (size_t it = 0; it < iterations.size(); ++it) {
-            if (keep.count(it) != 0) continue;
-            for (size_t k = iterations[it].first; k < iterations[it].second; ++k) s.units[units[k]] = false;
-          }
-          sels.push_back(std::move(s));
-        }
-        return First(sels, "iterations");
+        for (const auto& subset : subsets) sels.push_back(keeping(subset));
+        return First(sels, what);
       },
       [&] { return OutOfTime(); });
   return kept.size() < items.size();
 }
 
-bool Search::Calls() {
-  std::vector<size_t> items;
-  for (size_t u = 0; u < best_.units.size(); ++u) {
-    if (best_.units[u]) items.push_back(u);
+// The indices of `v` that are set.
+std::vector<size_t> SetIndices(const std::vector<bool>& v) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i]) out.push_back(i);
   }
-  const size_t before = items.size();
-  auto kept = shrink::Ddmin(
-      items,
-      [&](const std::vector<std::vector<size_t>>& subsets) {
-        std::vector<Selection> sels;
-        for (const auto& subset : subsets) {
-          Selection s = best_;
-          s.units.assign(s.units.size(), false);
-          for (size_t u : subset) s.units[u] = true;
-          sels.push_back(std::move(s));
-        }
-        return First(sels, "calls");
-      },
-      [&] { return OutOfTime(); });
-  return kept.size() < before;
+  return out;
+}
+
+bool Search::Ranks() {
+  return Reduce(SetIndices(best_.ranks), "ranks", [&](const std::vector<size_t>& subset) {
+    Selection s = best_;
+    s.ranks.assign(s.ranks.size(), false);
+    for (size_t r : subset) s.ranks[r] = true;
+    return s;
+  });
+}
+
+bool Search::Iterations(ShrinkResult* result) {
+  const std::vector<size_t> units = SetIndices(best_.units);
+  std::vector<std::string> shapes;
+  for (size_t u : units) shapes.push_back(program_.units()[u].shape);
+  const auto iterations = shrink::FindIterations(shapes);
+  if (result->iterations_found == 0) result->iterations_found = iterations.size();
+  if (iterations.size() < 2) return false;
+  std::vector<size_t> items(iterations.size());
+  for (size_t i = 0; i < items.size(); ++i) items[i] = i;
+  return Reduce(items, "iterations", [&](const std::vector<size_t>& subset) {
+    Selection s = best_;
+    std::set<size_t> keep(subset.begin(), subset.end());
+    for (size_t it = 0; it < iterations.size(); ++it) {
+      if (keep.count(it) != 0) continue;
+      for (size_t k = iterations[it].first; k < iterations[it].second; ++k) s.units[units[k]] = false;
+    }
+    return s;
+  });
+}
+
+bool Search::Calls() {
+  return Reduce(SetIndices(best_.units), "calls", [&](const std::vector<size_t>& subset) {
+    Selection s = best_;
+    s.units.assign(s.units.size(), false);
+    for (size_t u : subset) s.units[u] = true;
+    return s;
+  });
 }
 
 bool Search::Counts() {
@@ -412,20 +402,12 @@ bool Search::Counts() {
   for (size_t u : scalable) all.scaled[u] = true;
   if (First({all}, "counts") == 0) return true;
   const Selection base = best_;
-  auto full = shrink::Ddmin(
-      scalable,
-      [&](const std::vector<std::vector<size_t>>& subsets) {
-        std::vector<Selection> sels;
-        for (const auto& subset : subsets) {
-          Selection s = base;
-          for (size_t u : scalable) s.scaled[u] = true;
-          for (size_t u : subset) s.scaled[u] = false;
-          sels.push_back(std::move(s));
-        }
-        return First(sels, "counts");
-      },
-      [&] { return OutOfTime(); });
-  return full.size() < scalable.size();
+  return Reduce(scalable, "counts", [&](const std::vector<size_t>& subset) {
+    Selection s = base;
+    for (size_t u : scalable) s.scaled[u] = true;
+    for (size_t u : subset) s.scaled[u] = false;
+    return s;
+  });
 }
 
 }  // namespace

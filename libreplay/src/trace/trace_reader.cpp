@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <new>
 #include <optional>
@@ -63,17 +64,9 @@ std::vector<std::string> PayloadFiles(const std::string& dir) {
 }
 
 bool IsEmptyDirectory(const std::string& path) {
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr) return false;
-  bool empty = true;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      empty = false;
-      break;
-    }
-  }
-  closedir(d);
-  return empty;
+  std::error_code ec;
+  const bool empty = std::filesystem::is_directory(path, ec) && std::filesystem::is_empty(path, ec);
+  return empty && !ec;
 }
 
 bool IsRankDirName(const std::string& name) {

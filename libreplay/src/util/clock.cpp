@@ -6,6 +6,21 @@
 
 namespace replay {
 
+std::string FormatUtc(int64_t realtime_ns, const char* format) {
+  if (realtime_ns <= 0) return "";
+  const time_t secs = static_cast<time_t>(realtime_ns / 1'000'000'000);
+  struct tm tm;
+  if (gmtime_r(&secs, &tm) == nullptr) return "";
+  char buf[64];
+  // The callers' formats are checked where they are written (the declaration
+  // carries strftime's format attribute).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  const size_t n = std::strftime(buf, sizeof(buf), format, &tm);
+#pragma GCC diagnostic pop
+  return std::string(buf, n);
+}
+
 bool HaveInvariantTsc() {
 #ifdef REPLAY_HAVE_TSC
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;

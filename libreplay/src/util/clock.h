@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <ctime>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -27,6 +28,10 @@ inline int64_t RealtimeNs() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
+
+// A wall-clock time (ns since the epoch) in UTC, by strftime's `format`;
+// empty when the time is not known (zero or negative).
+std::string FormatUtc(int64_t realtime_ns, const char* format) __attribute__((format(strftime, 2, 0)));
 
 // Whether this CPU has an invariant TSC (constant rate, not stopped in sleep).
 bool HaveInvariantTsc();
