@@ -133,7 +133,16 @@ class CommandDriver : public ShrinkDriver {
         out[i].status = Status::IoError(std::string("cannot start replay drive: ") + std::strerror(errno));
         continue;
       }
-      if (codes[i] != kExitBadInput) continue;
+      if (codes[i] != kExitBadInput) {
+        // No trace of its own: the job did not start (mpirun refused it, say),
+        // which its output tells better than any reading of the trace.
+        std::error_code ec;
+        if (!std::filesystem::exists(out[i].trace_dir, ec)) {
+          out[i].status = Status::IoError("replay drive started no job (exit status " + std::to_string(codes[i]) +
+                                          "); the end of its output:\n" + OutputTail(keep[i] + ".log", 10));
+        }
+        continue;
+      }
       std::string why = LastLine(keep[i] + ".log");
       if (fallback_ && why.find("--backend nccl") != std::string::npos) {
         // No NCCL or CUDA driver here: NCCL's semantics over MPI instead.
@@ -253,6 +262,19 @@ class CommandDriver : public ShrinkDriver {
       if (line.find("replay drive:") != std::string::npos) last = line.substr(line.find("replay drive:") + 14);
     }
     return last;
+  }
+
+  // The last `n` lines of a drive's output that say something, indented.
+  static std::string OutputTail(const std::string& path, size_t n) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" -\t") != std::string::npos) lines.push_back(line);
+    }
+    std::string out;
+    for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) out += "  " + lines[i] + "\n";
+    return out.empty() ? "  (none)\n" : out;
   }
 
   const Options& opt_;

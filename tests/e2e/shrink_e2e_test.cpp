@@ -268,6 +268,23 @@ TEST_CASE("shrink says so and writes nothing when the drive of a recorded job do
   CHECK_FALSE(std::filesystem::exists(tmp / "out"));
 }
 
+TEST_CASE("shrink shows why when mpirun starts no drive", "[e2e]") {
+  TempDir tmp;
+  RecordTrainer(tmp / "t", 2, "--steps 4 --fault mismatch:rank=1,step=2", 30);
+  REQUIRE(Grep(Run(Replay() + " check " + (tmp / "t")).output, "mismatch").size() >= 1);
+  // An mpirun that refuses to start anything, as Open MPI does for root
+  // without its two variables.
+  std::filesystem::create_directories(tmp / "bin");
+  testing::WriteFile(tmp / "bin/mpirun", "#!/bin/sh\necho 'mpirun: this machine refuses to start jobs' >&2\nexit 1\n");
+  REQUIRE(Run("chmod +x " + (tmp / "bin/mpirun")).exit_code == 0);
+  RunResult s = Run("PATH=" + (tmp / "bin") + ":$PATH " + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 120);
+  INFO(s.output);
+  CHECK(s.exit_code == 2);
+  CHECK(Grep(s.output, "replay drive started no job").size() == 1);
+  CHECK(Grep(s.output, "this machine refuses to start jobs").size() == 1);
+  CHECK_FALSE(std::filesystem::exists(tmp / "out"));
+}
+
 TEST_CASE("shrink refuses bad arguments in one line", "[e2e]") {
   TempDir tmp;
   RunResult none = Run(Replay() + kShrink + (tmp / "none") + " -o " + (tmp / "out"));
