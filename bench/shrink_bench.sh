@@ -14,6 +14,7 @@
 # Usage: bench/shrink_bench.sh [RANKS...]     (default: 4 8; the 64-rank job always)
 #        BUILD=build  BUDGET=600  HANG_S=12  SYNTHETIC=64 (0: skip it)  TRAINERS="mpi nccl"
 #        FAULTS="hang ..." (default: every fault of each trainer)  LAMMPS=1 (0: skip it)
+#        LAMMPS_RUN_S=2  seconds LAMMPS runs (after its first step) before its rank 1 is stopped
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$PWD/${BUILD:-build}

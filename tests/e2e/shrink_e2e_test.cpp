@@ -277,7 +277,8 @@ TEST_CASE("shrink shows why when mpirun starts no drive", "[e2e]") {
   std::filesystem::create_directories(tmp / "bin");
   testing::WriteFile(tmp / "bin/mpirun", "#!/bin/sh\necho 'mpirun: this machine refuses to start jobs' >&2\nexit 1\n");
   REQUIRE(Run("chmod +x " + (tmp / "bin/mpirun")).exit_code == 0);
-  RunResult s = Run("PATH=" + (tmp / "bin") + ":$PATH " + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 120);
+  RunResult s =
+      Run("PATH=" + (tmp / "bin") + ":$PATH " + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 120);
   INFO(s.output);
   CHECK(s.exit_code == 2);
   CHECK(Grep(s.output, "replay drive started no job").size() == 1);

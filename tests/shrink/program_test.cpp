@@ -240,9 +240,10 @@ TEST_CASE("a loop's iterations are the longest stretch that repeats", "[shrink]"
   CHECK(FindIterations({}).empty());
 }
 
-TEST_CASE("a long job's iterations are found in time linear in its length", "[shrink]") {
-  // 300,000 units: a set-up, then 60,000 iterations of five calls. Comparing
-  // every period against every unit would take minutes.
+TEST_CASE("a long job's iterations are found, judged on its last units", "[shrink]") {
+  // 300,000 units: a set-up, then 60,000 iterations of five calls. The period
+  // is judged on the last units only (comparing every period against every
+  // unit would take minutes); the iterations found still span the whole loop.
   std::vector<std::string> shapes = {"init", "dup"};
   const std::vector<std::string> body = {"irecv", "isend", "waitall", "allreduce grad", "allreduce loss"};
   for (int i = 0; i < 60000; ++i) shapes.insert(shapes.end(), body.begin(), body.end());

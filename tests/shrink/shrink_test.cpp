@@ -101,7 +101,8 @@ TEST_CASE("shrink starts a long job from its last calls", "[shrink]") {
   auto reduced = TraceReader::Open(tmp / "out");
   REQUIRE(recorded.ok());
   REQUIRE(reduced.ok());
-  CHECK(ShrinkReadme(*r, **recorded, **reduced).find("the search started from the end of the job") != std::string::npos);
+  const std::string readme = ShrinkReadme(*r, **recorded, **reduced);
+  CHECK(readme.find("the search started from the end of the job") != std::string::npos);
 }
 
 TEST_CASE("shrink gives the same job whatever number of candidates are driven at once", "[shrink]") {

@@ -8,8 +8,9 @@
 // is): fewest ranks (communicators rebuilt over those that remain), fewest
 // operations (whole iterations of the loop first, then single calls),
 // smallest counts, fewest communicators, synthetic bytes instead of recorded
-// ones. A long job is searched from its last operations first. Each candidate is written as a trace, checked (a candidate whose own
-// trace no longer shows the finding is not driven) and then driven; only a
+// ones. A long job is searched from its last operations first. Each
+// candidate is written as a trace, checked (a candidate whose own trace no
+// longer shows the finding is not driven) and then driven; only a
 // drive that fails the same way is accepted. The search is deterministic:
 // it depends only on which candidates reproduce, never on timing, so the
 // same trace and budget give the same result (unless the budget ends it).

@@ -150,7 +150,9 @@ class TraceWriter {
   explicit TraceWriter(WriterOptions options);
   Status Start();
   std::string PayloadPath(uint32_t segment) const;
+  // The calling thread's slot: the one it was given, else ClaimThreadSlot.
   SlotHeader* ThreadSlot();
+  SlotHeader* ClaimThreadSlot();
   void Fail(const Status& st);
   void BackgroundLoop();
   Status DrainOnce(bool seal);

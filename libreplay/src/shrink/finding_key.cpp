@@ -27,6 +27,11 @@ std::string Text(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The program calling MPI_Abort.
+bool IsAbort(const Finding& f) {
+  return f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false);
+}
+
 }  // namespace
 
 std::string PlainCommName(const std::string& name) {
@@ -144,7 +149,7 @@ const Finding* PickFinding(const CheckReport& report, const std::string& keep) {
     }
     // MPI_Abort is the program giving up, not a fault of the library: what
     // made it give up comes first.
-    if (DrivableKind(f.kind) && !(f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false))) {
+    if (DrivableKind(f.kind) && !IsAbort(f)) {
       return &f;
     }
   }
@@ -174,12 +179,9 @@ const Finding* MatchingFinding(const CheckReport& report, const std::string& kee
 }
 
 std::vector<const Finding*> TargetFindings(const CheckReport& report, const Finding& picked) {
-  auto abort = [](const Finding& f) {
-    return f.kind == FindingKind::kError && ParseJsonObject(f.data).value("abort", false);
-  };
   std::vector<const Finding*> out{&picked};
   for (const Finding& f : report.findings) {
-    if (&f != &picked && f.kind == picked.kind && abort(f) == abort(picked)) out.push_back(&f);
+    if (&f != &picked && f.kind == picked.kind && IsAbort(f) == IsAbort(picked)) out.push_back(&f);
   }
   return out;
 }

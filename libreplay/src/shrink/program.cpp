@@ -6,7 +6,6 @@
 #include <numeric>
 #include <set>
 #include <tuple>
-#include <type_traits>
 #include <unordered_map>
 
 #include "interop/trace_builder.h"
@@ -489,8 +488,8 @@ Candidate Program::Materialize(const Selection& sel) const {
     std::vector<size_t> events = calls_[ri].loose;
     std::map<size_t, size_t> owner;  // event -> its call
     std::set<uint64_t> kept_requests;
-    std::map<uint64_t, std::set<uint64_t>> coll_seqs;                            // comm -> seqs
-    std::map<std::tuple<uint64_t, int32_t, bool>, std::set<uint64_t>> msg_seqs;  // (comm, peer, is send) -> seqs
+    std::map<uint64_t, std::vector<uint64_t>> coll_seqs;                            // comm -> seqs
+    std::map<std::tuple<uint64_t, int32_t, bool>, std::vector<uint64_t>> msg_seqs;  // (comm, peer, is send) -> seqs
     size_t ops_here = 0;
     for (size_t ci = 0; ci < calls.size(); ++ci) {
       if (!keep[ci]) continue;
@@ -504,21 +503,21 @@ Candidate Program::Materialize(const Selection& sel) const {
       if (c.role != Call::kFixed) ++ops_here;
       out.nccl = out.nccl || IsNcclApi(r.header.ApiName(op.api));
       if (op.request != 0) kept_requests.insert(op.request);
-      if (op.seq > 0 && op.comm != 0 && IsCollective(op.kind)) coll_seqs[op.comm].insert(op.seq);
+      if (op.seq > 0 && op.comm != 0 && IsCollective(op.kind)) coll_seqs[op.comm].push_back(op.seq);
       if ((op.kind == OpKind::kSend || op.kind == OpKind::kSendrecv) && op.peer_seq > 0) {
-        msg_seqs[{op.comm, op.peer, true}].insert(op.peer_seq);
+        msg_seqs[{op.comm, op.peer, true}].push_back(op.peer_seq);
       }
       if ((op.kind == OpKind::kRecv || op.kind == OpKind::kMrecv) && op.peer >= 0 && op.peer_seq > 0) {
-        msg_seqs[{op.comm, op.peer, false}].insert(op.peer_seq);
+        msg_seqs[{op.comm, op.peer, false}].push_back(op.peer_seq);
       }
       if (!IsRecvSide(op.kind)) continue;
       for (size_t j : c.events) {
         const Event& f = r.events[j];
         if (f.kind == EventKind::kReturn && f.ret.source >= 0 && f.ret.peer_seq > 0) {
-          msg_seqs[{op.comm, f.ret.source, false}].insert(f.ret.peer_seq);
+          msg_seqs[{op.comm, f.ret.source, false}].push_back(f.ret.peer_seq);
         }
         if (f.kind == EventKind::kCompletion && f.completion.source >= 0 && f.completion.peer_seq > 0) {
-          msg_seqs[{op.comm, f.completion.source, false}].insert(f.completion.peer_seq);
+          msg_seqs[{op.comm, f.completion.source, false}].push_back(f.completion.peer_seq);
         }
       }
     }
@@ -527,25 +526,27 @@ Candidate Program::Materialize(const Selection& sel) const {
     out.max_rank_operations = std::max(out.max_rank_operations, ops_here);
     // A kept number's place among those kept: 1, 2, 3, ... (looked up in
     // sorted vectors: a long job keeps hundreds of thousands of numbers).
-    auto sorted = [](const auto& sets) {
-      std::map<typename std::decay_t<decltype(sets)>::key_type, std::vector<uint64_t>> places;
-      for (const auto& [key, set] : sets) places.emplace(key, std::vector<uint64_t>(set.begin(), set.end()));
-      return places;
+    auto sort_unique = [](auto& lists) {
+      for (auto& entry : lists) {
+        std::vector<uint64_t>& v = entry.second;
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+      }
     };
-    const auto coll_places = sorted(coll_seqs);
-    const auto msg_places = sorted(msg_seqs);
+    sort_unique(coll_seqs);
+    sort_unique(msg_seqs);
     auto renumber = [](const std::vector<uint64_t>* kept, uint64_t seq) -> uint64_t {
       if (seq == 0 || kept == nullptr) return seq;
       auto it = std::lower_bound(kept->begin(), kept->end(), seq);
       return it == kept->end() || *it != seq ? seq : static_cast<uint64_t>(it - kept->begin()) + 1;
     };
     auto coll_seq = [&](uint64_t comm, uint64_t seq) {
-      auto it = coll_places.find(comm);
-      return renumber(it == coll_places.end() ? nullptr : &it->second, seq);
+      auto it = coll_seqs.find(comm);
+      return renumber(it == coll_seqs.end() ? nullptr : &it->second, seq);
     };
     auto msg_seq = [&](uint64_t comm, int32_t peer, bool send, uint64_t seq) {
-      auto it = msg_places.find({comm, peer, send});
-      return renumber(it == msg_places.end() ? nullptr : &it->second, seq);
+      auto it = msg_seqs.find({comm, peer, send});
+      return renumber(it == msg_seqs.end() ? nullptr : &it->second, seq);
     };
 
     RankEvents nr;

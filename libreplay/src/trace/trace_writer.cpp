@@ -229,10 +229,7 @@ TraceWriter::~TraceWriter() {
   LiveWriters().erase(generation_);
 }
 
-SlotHeader* TraceWriter::ThreadSlot() {
-  if (__builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)) {
-    return t_slot.slot;
-  }
+SlotHeader* TraceWriter::ClaimThreadSlot() {
   SlotHeader* s = state_->ring->Claim(state_->next_thread.fetch_add(1), Tid());
   if (s == nullptr) {
     if (int err = state_->ring->grow_error(); err != 0) {
@@ -259,14 +256,17 @@ void TraceWriter::ReleaseThreadSlot() {
   }
 }
 
+// Inline where it is called: every append asks.
+inline SlotHeader* TraceWriter::ThreadSlot() {
+  if (__builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)) return t_slot.slot;
+  return ClaimThreadSlot();
+}
+
 bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
                             std::span<const int64_t> list, std::string_view text,
                             uint64_t call_site) {
   if (!recording_.load(std::memory_order_relaxed)) return false;
-  // The thread's slot, known after its first append; ThreadSlot claims one.
-  SlotHeader* slot = __builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)
-                         ? t_slot.slot
-                         : ThreadSlot();
+  SlotHeader* slot = ThreadSlot();
   if (slot == nullptr) {
     state_->ring->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
     return false;
