@@ -9,23 +9,15 @@
 #include <sstream>
 #include <string>
 
+#include "e2e/e2e.h"
 #include "interop/pftrace_reader.h"
 #include "interop/timed_job.h"
 #include "replay/bundle.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
 #include "util/json.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::Replay;
-using testing::Run;
-using testing::RunApart;
-using testing::RunResult;
-using testing::TempDir;
 
 // Planted in the environment of the recorded job (and, for the last, on the
 // recorded command line), where a real job carries credentials.

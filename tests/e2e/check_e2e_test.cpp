@@ -9,19 +9,11 @@
 #include <string>
 #include <thread>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 #include "util/json.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::Mpirun;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 // Hung jobs are stopped after this many seconds; the faults strike at step 2,
 // well within it.
@@ -48,12 +40,6 @@ Checked Check(const std::string& dir, const std::string& flags = "") {
   REQUIRE((r.exit_code == 0 || r.exit_code == 1));
   c.report = json::parse(r.output);
   return c;
-}
-
-std::string Titles(const json& report) {
-  std::string s;
-  for (const auto& f : report["findings"]) s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
-  return s;
 }
 
 const json* FirstOf(const json& report, const std::string& kind) {

@@ -7,17 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Replay;
-using testing::Run;
-using testing::RunApart;
-using testing::RunResult;
-using testing::TempDir;
 
 // A small recorded job: 2 ranks, 2 steps (about 60 events each).
 void RecordSmallJob(const std::string& dir) {

@@ -13,18 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Mpirun;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 struct Program {
   std::string name;
@@ -38,11 +30,6 @@ struct Program {
 };
 
 std::string Source(const std::string& relative) { return std::string(REPLAY_SOURCE_DIR) + "/" + relative; }
-
-std::vector<std::string> Sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 // Lines that name the rank, as "rank R " or "process R of".
 std::vector<std::string> LinesOf(const std::string& output, const std::string& needle) {

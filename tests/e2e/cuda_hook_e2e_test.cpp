@@ -11,18 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 // The driver stand-in is found as libcuda.so.1 is on a GPU machine.
 std::string DriverPath() { return "LD_LIBRARY_PATH=" + testing::BuildPath("nccl_host/cuda") + " "; }

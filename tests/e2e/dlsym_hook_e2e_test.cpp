@@ -5,16 +5,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 std::string Program() { return testing::TestProgram("dlsym_program"); }
 

@@ -2,19 +2,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Mpirun;
-using testing::MpiTrain;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 RunResult RecordTrainer(const TempDir& tmp, int ranks, const std::string& args, int timeout_s = 60) {
   return Run("timeout -s TERM " + std::to_string(timeout_s) + " " + Replay() + " record -o " + (tmp / "t") +

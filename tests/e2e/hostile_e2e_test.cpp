@@ -20,20 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::Grep;
-using testing::Mpirun;
-using testing::Replay;
-using testing::Run;
-using testing::RunApart;
-using testing::RunResult;
-using testing::TempDir;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

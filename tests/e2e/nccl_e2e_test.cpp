@@ -10,28 +10,12 @@
 #include <set>
 #include <string>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
-#include "support/traces.h"
 #include "util/json.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::CheckFaulty;
-using testing::CheckTrace;
-using testing::Grep;
-using testing::Mpirun;
-using testing::ReadTrace;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::Sorted;
-using testing::TempDir;
-using testing::Titles;
-using testing::TraceRank;
 
 // Hung jobs are stopped after this many seconds; generous, so that a loaded
 // machine still reaches the fault (at step 2) before the stop.

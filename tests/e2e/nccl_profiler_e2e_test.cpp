@@ -12,27 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
-#include "support/traces.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::CheckFaulty;
-using testing::CheckTrace;
-using testing::Grep;
-using testing::Mpirun;
-using testing::ReadTrace;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::Sorted;
-using testing::TempDir;
-using testing::Titles;
-using testing::TraceRank;
 
 // A hung job is stopped after this many seconds (mpirun passes SIGTERM on to
 // its ranks, which record it); generous, so that a loaded machine still

@@ -15,64 +15,12 @@
 #include <set>
 #include <string>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
 #include "util/json.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::Grep;
-using testing::Mpirun;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
-
-struct Rank {
-  std::unique_ptr<RankReader> reader;
-  const std::vector<Event>& events() const { return reader->events(); }
-  const RankHeader& header() const { return reader->header(); }
-  std::string Api(const Event& e) const {
-    switch (e.kind) {
-      case EventKind::kOp: return header().ApiName(e.op.api);
-      case EventKind::kReturn: return header().ApiName(e.ret.api);
-      case EventKind::kCompletion: return header().ApiName(e.completion.api);
-      case EventKind::kTest: return header().ApiName(e.test.api);
-      default: return "";
-    }
-  }
-  // Op events of `api`, in order.
-  std::vector<const Event*> Ops(const std::string& api) const {
-    std::vector<const Event*> out;
-    for (const Event& e : events()) {
-      if (e.kind == EventKind::kOp && Api(e) == api) out.push_back(&e);
-    }
-    return out;
-  }
-  std::vector<const Event*> OfKind(EventKind k) const {
-    std::vector<const Event*> out;
-    for (const Event& e : events()) {
-      if (e.kind == k) out.push_back(&e);
-    }
-    return out;
-  }
-};
-
-std::map<int, Rank> ReadTrace(const std::string& dir) {
-  auto t = TraceReader::Open(dir);
-  REQUIRE(t.ok());
-  std::map<int, Rank> out;
-  for (size_t i = 0; i < (*t)->ranks().size(); ++i) {
-    auto r = (*t)->OpenRank(i);
-    REQUIRE(r.ok());
-    int rank = (*r)->rank();
-    out[rank].reader = std::move(r).value();
-  }
-  return out;
-}
 
 std::string Record(const std::string& dir, const std::string& command, const std::string& level = "hash") {
   return Replay() + " record --level " + level + " -o " + dir + " -- " + command;
@@ -83,7 +31,7 @@ std::string Train(int ranks, const std::string& args) {
 }
 
 // The communicator identity a rank's op at `api` index `i` used.
-uint64_t CommOf(const Rank& r, const std::string& api, size_t i) { return r.Ops(api).at(i)->op.comm; }
+uint64_t CommOf(const TraceRank& r, const std::string& api, size_t i) { return r.Ops(api).at(i)->op.comm; }
 
 TEST_CASE("a clean run records every rank completely and consistently", "[e2e]") {
   for (int ranks : {1, 2, 4}) {
@@ -274,7 +222,7 @@ TEST_CASE("the race fault records which source each wildcard receive matched", "
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   auto trace = ReadTrace(tmp / "t");
-  const Rank& root = trace[0];
+  const TraceRank& root = trace[0];
   std::multiset<int> sources;
   std::map<int, uint64_t> per_source;
   bool saw_wildcard = false;
@@ -303,7 +251,7 @@ TEST_CASE("the crash fault leaves a complete trace with the signal", "[e2e]") {
   INFO(r.output);
   CHECK(r.exit_code != 0);
   auto trace = ReadTrace(tmp / "t");
-  const Rank& dead = trace[1];
+  const TraceRank& dead = trace[1];
   CHECK(dead.reader->status() == RankStatus::kComplete);
   CHECK(dead.header().close_reason == CloseReason::kSignal);
   auto signals = dead.OfKind(EventKind::kSignal);
@@ -347,7 +295,7 @@ TEST_CASE("a rank killed with SIGKILL mid-run loses nothing it recorded", "[e2e]
   int status = 0;
   waitpid(child, &status, 0);
   auto trace = ReadTrace(dir);
-  const Rank& killed = trace[1];
+  const TraceRank& killed = trace[1];
   CHECK(killed.reader->status() == RankStatus::kSalvaged);
   CHECK(killed.reader->stats().salvaged > 0);
   CHECK(killed.reader->stats().missing == 0);   // dense: no appended event lost
@@ -509,7 +457,7 @@ TEST_CASE("signals leave a complete trace and the program's handlers still run",
       INFO(r.output);
       if (c.expect_output != nullptr) CHECK(Grep(r.output, c.expect_output).size() == 1);
       auto trace = ReadTrace(tmp / "t");
-      const Rank& r0 = trace[0];
+      const TraceRank& r0 = trace[0];
       auto signals = r0.OfKind(EventKind::kSignal);
       REQUIRE_FALSE(signals.empty());
       CHECK(signals[0]->signal.signo == c.signo);

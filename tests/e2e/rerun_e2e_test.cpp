@@ -4,24 +4,10 @@
 #include <regex>
 #include <string>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Mpirun;
-using testing::MpiTrain;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
-
-std::vector<std::string> Sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 // Records the trainer at level data, from `dir`'s parent (so checkpoints land there).
 RunResult RecordTrainer(const TempDir& tmp, int ranks, const std::string& args) {
@@ -253,8 +239,6 @@ TEST_CASE("a data window keeps a long job affordable and re-runnable from its la
 
 namespace replay {
 namespace {
-
-using testing::TestProgram;
 
 std::string EarlyEntropy() { return TestProgram("mpi_early_entropy"); }
 

@@ -6,21 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
 
 namespace replay {
 namespace {
-
-using nlohmann::json;
-using testing::Grep;
-using testing::Mpirun;
-using testing::MpiTrain;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 // A drive that hangs is stopped once its ranks all wait; this only bounds
 // candidates that neither end nor settle, generously for a loaded machine.
@@ -40,14 +30,6 @@ json CheckJson(const std::string& dir) {
   INFO(r.output);
   REQUIRE((r.exit_code == 0 || r.exit_code == 1));
   return json::parse(r.output);
-}
-
-std::string Titles(const json& report) {
-  std::string s;
-  for (const auto& f : report["findings"]) {
-    s += f["kind"].get<std::string>() + ": " + f["title"].get<std::string>() + "\n";
-  }
-  return s;
 }
 
 // The first finding of `report` of `kind` on communicator `comm` by `op`.

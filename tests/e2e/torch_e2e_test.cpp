@@ -11,17 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "support/run.h"
-#include "support/temp_dir.h"
+#include "e2e/e2e.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 // The Debian interpreter, whatever python3 is first on PATH.
 constexpr const char* kPython = "/usr/bin/python3";

@@ -9,20 +9,12 @@
 #include <map>
 #include <string>
 
+#include "e2e/e2e.h"
 #include "replay/trace_reader.h"
-#include "support/run.h"
-#include "support/temp_dir.h"
 #include "util/json.h"
 
 namespace replay {
 namespace {
-
-using testing::Grep;
-using testing::Mpirun;
-using testing::Replay;
-using testing::Run;
-using testing::RunResult;
-using testing::TempDir;
 
 bool HaveGpu() {
   if (access("/dev/nvidia0", F_OK) != 0) return false;

@@ -15,6 +15,32 @@ std::vector<std::string> TraceRank::Info(const std::string& key) const {
   return out;
 }
 
+std::string TraceRank::Api(const Event& e) const {
+  switch (e.kind) {
+    case EventKind::kOp: return Api(e.op.api);
+    case EventKind::kReturn: return Api(e.ret.api);
+    case EventKind::kCompletion: return Api(e.completion.api);
+    case EventKind::kTest: return Api(e.test.api);
+    default: return "";
+  }
+}
+
+std::vector<const Event*> TraceRank::Ops(const std::string& api) const {
+  std::vector<const Event*> out;
+  for (const Event& e : events()) {
+    if (e.kind == EventKind::kOp && Api(e) == api) out.push_back(&e);
+  }
+  return out;
+}
+
+std::vector<const Event*> TraceRank::OfKind(EventKind k) const {
+  std::vector<const Event*> out;
+  for (const Event& e : events()) {
+    if (e.kind == k) out.push_back(&e);
+  }
+  return out;
+}
+
 std::map<int, TraceRank> ReadTrace(const std::string& dir) {
   auto t = TraceReader::Open(dir);
   REQUIRE(t.ok());

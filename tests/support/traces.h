@@ -15,7 +15,14 @@ namespace replay::testing {
 struct TraceRank {
   std::unique_ptr<RankReader> reader;
   const std::vector<Event>& events() const { return reader->events(); }
-  std::string Api(uint16_t api) const { return reader->header().ApiName(api); }
+  const RankHeader& header() const { return reader->header(); }
+  std::string Api(uint16_t api) const { return header().ApiName(api); }
+  // The function of an op, return, completion or test event; "" for others.
+  std::string Api(const Event& e) const;
+  // Op events of `api`, in order.
+  std::vector<const Event*> Ops(const std::string& api) const;
+  // Events of kind `k`, in order.
+  std::vector<const Event*> OfKind(EventKind k) const;
   // The values of the rank's info events under `key`, in order.
   std::vector<std::string> Info(const std::string& key) const;
 };
