@@ -48,6 +48,14 @@ json CheckJson(const std::string& path, int* exit_code) {
   return json::parse(r.output);
 }
 
+// `replay export` of `trace` with `options`, which must succeed: what it printed.
+std::string Exported(const std::string& trace, const std::string& options) {
+  RunResult e = Run(Replay() + " export " + trace + " " + options, 60);
+  INFO(e.output);
+  REQUIRE(e.exit_code == 0);
+  return e.output;
+}
+
 // All a reader of the bundle could see: its bytes, the files it unpacks to,
 // and what their headers and manifest decode to.
 std::string EverythingIn(const std::string& bundle, const std::string& unpack_dir) {
@@ -169,8 +177,7 @@ TEST_CASE("a recorded job's bundle is small, redacted, and every command reads i
       INFO(secret);
       CHECK(page.find(secret) == std::string::npos);
     }
-    RunResult e = Run(Replay() + " export " + t + " --format jsonl -o " + (tmp / "t.jsonl"), 60);
-    REQUIRE(e.exit_code == 0);
+    Exported(t, "--format jsonl -o " + (tmp / "t.jsonl"));
     using std::filesystem::perms;
     for (const char* f : {"r.html", "t.jsonl", "job.rpb"}) {
       INFO(f);
@@ -203,9 +210,7 @@ TEST_CASE("a recorded job's bundle is small, redacted, and every command reads i
     CHECK(bad.output.find("--ranks") != std::string::npos);
   }
   SECTION("exported as Flight Recorder dumps, the job is diagnosed the same") {
-    RunResult e = Run(Replay() + " export " + t + " --format flight-recorder -o " + (tmp / "fr"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
+    Exported(t, "--format flight-recorder -o " + (tmp / "fr"));
     CHECK(std::filesystem::exists(tmp / "fr/nccl_trace_rank_3"));
     int rc = -1;
     json k = CheckJson(tmp / "fr", &rc);
@@ -215,21 +220,17 @@ TEST_CASE("a recorded job's bundle is small, redacted, and every command reads i
     CHECK(k["findings"][0]["ranks"] == json::array({1}));
   }
   SECTION("exported for Perfetto, it is one JSON document of trace events") {
-    RunResult e = Run(Replay() + " export " + t + " --format perfetto -o " + (tmp / "trace.json"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
+    Exported(t, "--format perfetto -o " + (tmp / "trace.json"));
     json doc = json::parse(testing::ReadFile(tmp / "trace.json"));
     std::set<int> pids;
     for (const auto& ev : doc["traceEvents"]) pids.insert(ev["pid"].get<int>());
     CHECK(pids == std::set<int>{0, 1, 2, 3});
   }
   SECTION("exported as a Perfetto protobuf trace, it has the JSON form's processes, operations and arrows") {
-    RunResult j = Run(Replay() + " export " + t + " --format perfetto -o " + (tmp / "trace.json"), 60);
-    REQUIRE(j.exit_code == 0);
-    RunResult e = Run(Replay() + " export " + t + " --format pftrace -o " + (tmp / "trace.pftrace"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
-    CHECK(e.output.find("(open in ui.perfetto.dev or trace_processor)") != std::string::npos);
+    Exported(t, "--format perfetto -o " + (tmp / "trace.json"));
+    const std::string out = Exported(t, "--format pftrace -o " + (tmp / "trace.pftrace"));
+    INFO(out);
+    CHECK(out.find("(open in ui.perfetto.dev or trace_processor)") != std::string::npos);
     testing::Pftrace p = testing::ReadPftrace(testing::ReadFile(tmp / "trace.pftrace"));
     std::set<int> ranks;
     for (const auto& [uuid, track] : p.tracks) {
@@ -335,10 +336,9 @@ TEST_CASE("export --format jsonl writes one JSON object per event, ranks and com
   testing::WriteTimedJob(t, true);
   const uint64_t events = EventCount(t);
   SECTION("to a file") {
-    RunResult e = Run(Replay() + " export " + t + " --format jsonl -o " + (tmp / "events.jsonl"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
-    CHECK(e.output.find("pd.read_json") != std::string::npos);
+    const std::string out = Exported(t, "--format jsonl -o " + (tmp / "events.jsonl"));
+    INFO(out);
+    CHECK(out.find("pd.read_json") != std::string::npos);
     std::vector<json> lines = JsonLines(testing::ReadFile(tmp / "events.jsonl"));
     CHECK(lines.size() == events);
     std::set<int> ranks;
@@ -398,41 +398,35 @@ TEST_CASE("export --window keeps what happens in a stretch of time", "[e2e][cli]
   double first = 0;
   double last = 0;
   SECTION("a time range") {
-    RunResult e = Run(Replay() + " export " + t + " --format perfetto --window 4:6 -o " + (tmp / "w.json"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
-    CHECK(e.output.find("4.000-6.000 s") != std::string::npos);
+    const std::string out = Exported(t, "--format perfetto --window 4:6 -o " + (tmp / "w.json"));
+    INFO(out);
+    CHECK(out.find("4.000-6.000 s") != std::string::npos);
     auto names = SliceNames(tmp / "w.json", &first, &last);
     CHECK(names == std::multiset<std::string>{"MPI_Allreduce #2", "MPI_Allreduce #2", "MPI_Allreduce #2"});
     CHECK(first >= 4.0);
     CHECK(last <= 6.0);
   }
   SECTION("from a time to the end") {
-    RunResult e = Run(Replay() + " export " + t + " -f perfetto --window 8: -o " + (tmp / "w.json"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
+    Exported(t, "-f perfetto --window 8: -o " + (tmp / "w.json"));
     auto names = SliceNames(tmp / "w.json", &first, &last);
     CHECK(names.size() == 3);
     CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
     CHECK(names.count("MPI_Finalize") == 1);
   }
   SECTION("around the first finding") {
-    RunResult e = Run(Replay() + " export " + t + " -f perfetto --window first-finding:2 -o " + (tmp / "w.json"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
-    CHECK(e.output.find("8.000-10.000 s") != std::string::npos);
-    CHECK(e.output.find("around finding 1") != std::string::npos);
+    const std::string out = Exported(t, "-f perfetto --window first-finding:2 -o " + (tmp / "w.json"));
+    INFO(out);
+    CHECK(out.find("8.000-10.000 s") != std::string::npos);
+    CHECK(out.find("around finding 1") != std::string::npos);
     auto names = SliceNames(tmp / "w.json", &first, &last);
     CHECK(names.count("MPI_Allreduce #3 (never returned)") == 2);
     CHECK(names.count("MPI_Allreduce #2") == 0);
   }
   SECTION("as a Perfetto protobuf trace, the same window, and one line to say what was written") {
-    RunResult j = Run(Replay() + " export " + t + " --format perfetto --window 4:6 -o " + (tmp / "w.json"), 60);
-    REQUIRE(j.exit_code == 0);
-    RunResult e = Run(Replay() + " export " + t + " --format pftrace --window 4:6 -o " + (tmp / "w.pftrace"), 60);
-    INFO(e.output);
-    REQUIRE(e.exit_code == 0);
-    std::vector<std::string> lines = testing::Grep(e.output, "replay export");
+    Exported(t, "--format perfetto --window 4:6 -o " + (tmp / "w.json"));
+    const std::string out = Exported(t, "--format pftrace --window 4:6 -o " + (tmp / "w.pftrace"));
+    INFO(out);
+    std::vector<std::string> lines = testing::Grep(out, "replay export");
     REQUIRE(lines.size() == 1);
     CHECK(lines[0].find("w.pftrace: 3 ranks, 3 operations in 4.000-6.000 s (12 outside), 2 arrows") != std::string::npos);
     testing::Pftrace p = testing::ReadPftrace(testing::ReadFile(tmp / "w.pftrace"));
@@ -441,11 +435,10 @@ TEST_CASE("export --window keeps what happens in a stretch of time", "[e2e][cli]
     CHECK(names == SliceNames(tmp / "w.json", &first, &last));
     CHECK(names == std::multiset<std::string>{"MPI_Allreduce #2", "MPI_Allreduce #2", "MPI_Allreduce #2"});
 
-    RunResult f = Run(Replay() + " export " + t + " -f pftrace --window first-finding:2 -o " + (tmp / "f.pftrace"), 60);
-    INFO(f.output);
-    REQUIRE(f.exit_code == 0);
-    CHECK(f.output.find("8.000-10.000 s") != std::string::npos);
-    CHECK(f.output.find("around finding 1") != std::string::npos);
+    const std::string around_out = Exported(t, "-f pftrace --window first-finding:2 -o " + (tmp / "f.pftrace"));
+    INFO(around_out);
+    CHECK(around_out.find("8.000-10.000 s") != std::string::npos);
+    CHECK(around_out.find("around finding 1") != std::string::npos);
     testing::Pftrace around = testing::ReadPftrace(testing::ReadFile(tmp / "f.pftrace"));
     names.clear();
     for (const testing::PftraceSlice& sl : around.slices) names.insert(sl.name);

@@ -76,21 +76,22 @@ TEST_CASE("check finds nothing in clean runs at 1, 2 and 4 ranks, nor in faults 
   }
 }
 
+// The first finding of the check of the trainer's `fault` at step 2 of rank 1
+// (6 steps at `ranks` ranks): of `kind`, against rank 1, in the gradient
+// allreduce of step 2.
+json GradientFinding(int ranks, const std::string& fault, const std::string& kind) {
+  TempDir tmp;
+  Record(tmp / "t", ranks, "--steps 6 --fault " + fault + ":rank=1,step=2", kHangTimeoutS);
+  const json f = FirstFinding(tmp / "t", kind, "MPI_Allreduce", json::array({1}));
+  CHECK(f["comm"]["name"] == "dup(WORLD)");
+  CHECK(f["seq"] == 3);  // the broadcast was 1, step 1's allreduce 2
+  return f;
+}
+
 TEST_CASE("check names the rank that skipped the gradient allreduce, and where it waits instead", "[e2e]") {
   for (int ranks : {2, 4}) {
     DYNAMIC_SECTION(ranks << " ranks") {
-      TempDir tmp;
-      Record(tmp / "t", ranks, "--steps 6 --fault hang:rank=1,step=2", kHangTimeoutS);
-      Checked k = Check(tmp / "t");
-      INFO(Titles(k.report));
-      CHECK(k.exit_code == 1);
-      REQUIRE(!k.report["findings"].empty());
-      const json& f = k.report["findings"][0];
-      CHECK(f["kind"] == "missing_ranks");
-      CHECK(f["comm"]["name"] == "dup(WORLD)");
-      CHECK(f["seq"] == 3);  // the broadcast was 1, step 1's allreduce 2
-      CHECK(f["op"] == "MPI_Allreduce");
-      CHECK(f["ranks"] == json::array({1}));
+      const json f = GradientFinding(ranks, "hang", "missing_ranks");
       const json& missing = f["data"]["missing"][0];
       CHECK(missing["blocked_in"]["comm_name"] == "WORLD");
       CHECK(missing["blocked_in"]["api"] == "MPI_Allreduce");
@@ -103,17 +104,7 @@ TEST_CASE("check names the rank that skipped the gradient allreduce, and where i
 TEST_CASE("check reports the count mismatch whatever MPI did after it", "[e2e]") {
   for (int ranks : {2, 4}) {
     DYNAMIC_SECTION(ranks << " ranks") {
-      TempDir tmp;
-      Record(tmp / "t", ranks, "--steps 6 --fault mismatch:rank=1,step=2", kHangTimeoutS);
-      Checked k = Check(tmp / "t");
-      INFO(Titles(k.report));
-      CHECK(k.exit_code == 1);
-      REQUIRE(!k.report["findings"].empty());
-      const json& f = k.report["findings"][0];
-      CHECK(f["kind"] == "mismatch");
-      CHECK(f["comm"]["name"] == "dup(WORLD)");
-      CHECK(f["seq"] == 3);
-      CHECK(f["ranks"] == json::array({1}));
+      const json f = GradientFinding(ranks, "mismatch", "mismatch");
       CHECK(f["data"]["field"] == "count");
       for (const auto& g : f["data"]["groups"]) CHECK(g["count"] == (g["expected"] == true ? 2048 : 1024));
     }

@@ -13,10 +13,23 @@ RunResult RecordTrainer(const TempDir& tmp, int ranks, const std::string& args, 
              timeout_s + 30);
 }
 
+// `replay drive` with `options` of a clean recording of the trainer, 4 ranks
+// for `steps` steps.
+RunResult DriveClean(const TempDir& tmp, int steps, const std::string& options) {
+  REQUIRE(RecordTrainer(tmp, 4, "--steps " + std::to_string(steps)).exit_code == 0);
+  return Run(Replay() + " drive " + (tmp / "t") + " " + options);
+}
+
+// `replay drive` of the trainer at 4 ranks with `args`, which fail: its
+// recording is stopped after `record_timeout_s`, and the drive has `--timeout 5`.
+RunResult DriveFaulty(const TempDir& tmp, const std::string& args, int record_timeout_s) {
+  RecordTrainer(tmp, 4, args, record_timeout_s);
+  return Run(Replay() + " drive " + (tmp / "t") + " --timeout 5", 60);
+}
+
 TEST_CASE("drive re-issues a clean trace to completion", "[e2e]") {
   TempDir tmp;
-  REQUIRE(RecordTrainer(tmp, 4, "--steps 4").exit_code == 0);
-  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --timeout 30");
+  RunResult d = DriveClean(tmp, 4, "--timeout 30");
   INFO(d.output);
   CHECK(d.exit_code == 0);
   CHECK(Grep(d.output, "completed").size() == 1);
@@ -26,8 +39,7 @@ TEST_CASE("drive re-issues a clean trace to completion", "[e2e]") {
 
 TEST_CASE("drive reproduces a hang without the trainer and says who waits on whom", "[e2e]") {
   TempDir tmp;
-  RecordTrainer(tmp, 4, "--steps 6 --fault hang:rank=1,step=3", 10);
-  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --timeout 5", 60);
+  RunResult d = DriveFaulty(tmp, "--steps 6 --fault hang:rank=1,step=3", 10);
   INFO(d.output);
   CHECK(d.exit_code == 1);
   CHECK(Grep(d.output, "hung").size() >= 1);
@@ -37,8 +49,7 @@ TEST_CASE("drive reproduces a hang without the trainer and says who waits on who
 
 TEST_CASE("drive reproduces a mismatched count without the trainer", "[e2e]") {
   TempDir tmp;
-  RecordTrainer(tmp, 4, "--steps 5 --fault mismatch:rank=2,step=3", 15);
-  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --timeout 5", 60);
+  RunResult d = DriveFaulty(tmp, "--steps 5 --fault mismatch:rank=2,step=3", 15);
   INFO(d.output);
   CHECK(d.exit_code == 1);
   CHECK(Grep(d.output, "mismatched MPI_Allreduce on dup(WORLD) #4: rank 2 passes count 1024").size() == 1);
@@ -46,8 +57,7 @@ TEST_CASE("drive reproduces a mismatched count without the trainer", "[e2e]") {
 
 TEST_CASE("drive of a subset of ranks serves the rest from the trace", "[e2e]") {
   TempDir tmp;
-  REQUIRE(RecordTrainer(tmp, 4, "--steps 3").exit_code == 0);
-  RunResult d = Run(Replay() + " drive " + (tmp / "t") + " --ranks 0,2 --timeout 30");
+  RunResult d = DriveClean(tmp, 3, "--ranks 0,2 --timeout 30");
   INFO(d.output);
   CHECK(d.exit_code == 0);
   CHECK(Grep(d.output, "served from the trace").size() >= 1);

@@ -32,4 +32,29 @@ using testing::TestProgram;
 using testing::Titles;
 using testing::TraceRank;
 
+// The first finding of the check of a faulty trace in `dir` (check exits 1):
+// of `kind`, in a call of `op`, against exactly `ranks`.
+inline json FirstFinding(const std::string& dir, const std::string& kind, const std::string& op, const json& ranks) {
+  json report = CheckFaulty(dir);
+  INFO(Titles(report));
+  const json& f = report["findings"][0];
+  CHECK(f["kind"] == kind);
+  CHECK(f["op"] == op);
+  CHECK(f["ranks"] == ranks);
+  return f;
+}
+
+// `rerun --rank R` printed `re`, of a job that printed `rec` when recorded:
+// it says it reproduced, and rank R printed the same losses and, once, the
+// same final parameters.
+inline void CheckRerunPrintsRecorded(const RunResult& rec, const RunResult& re, int rank) {
+  const std::string r = "rank " + std::to_string(rank);
+  INFO(re.output);
+  CHECK(re.exit_code == 0);
+  CHECK(Grep(re.output, "reproduced").size() == 1);
+  CHECK(Sorted(Grep(re.output, r + " loss")) == Sorted(Grep(rec.output, r + " loss")));
+  REQUIRE(Grep(re.output, r + " final-params").size() == 1);
+  CHECK(Grep(re.output, r + " final-params") == Grep(rec.output, r + " final-params"));
+}
+
 }  // namespace replay

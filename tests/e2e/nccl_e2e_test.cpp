@@ -133,12 +133,7 @@ TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and wh
   TempDir tmp;
   RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
   INFO(rec.output);
-  json k = CheckFaulty(tmp / "t");
-  INFO(Titles(k));
-  const json& f = k["findings"][0];
-  CHECK(f["kind"] == "missing_ranks");
-  CHECK(f["op"] == "ncclAllReduce");
-  CHECK(f["ranks"] == json::array({1}));
+  const json f = FirstFinding(tmp / "t", "missing_ranks", "ncclAllReduce", json::array({1}));
   CHECK(f["comm"]["members"] == json::array({0, 1, 2, 3}));
   CHECK(f["comm"]["name"].get<std::string>().find("split(nccl") == 0);
   const json& missing = f["data"]["missing"][0];
@@ -150,12 +145,7 @@ TEST_CASE("check reports the count mismatch of an NCCL allreduce", "[e2e][nccl]"
   TempDir tmp;
   RunResult rec = Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
   INFO(rec.output);
-  json k = CheckFaulty(tmp / "t");
-  INFO(Titles(k));
-  const json& f = k["findings"][0];
-  CHECK(f["kind"] == "mismatch");
-  CHECK(f["op"] == "ncclAllReduce");
-  CHECK(f["ranks"] == json::array({1}));
+  const json f = FirstFinding(tmp / "t", "mismatch", "ncclAllReduce", json::array({1}));
   CHECK(f["data"]["field"] == "count");
 }
 
@@ -183,12 +173,7 @@ TEST_CASE("rerun of one NCCL rank alone prints its recorded lines bit for bit", 
   REQUIRE(rec.exit_code == 0);
   RunResult re = Run("cd " + tmp.path() + " && " + Replay() + " rerun " + (tmp / "t") + " --rank 2 -- " +
                      NcclTrain() + " " + args);
-  INFO(re.output);
-  CHECK(re.exit_code == 0);
-  CHECK(Grep(re.output, "reproduced").size() == 1);
-  CHECK(Sorted(Grep(re.output, "rank 2 loss")) == Sorted(Grep(rec.output, "rank 2 loss")));
-  REQUIRE(Grep(re.output, "rank 2 final-params").size() == 1);
-  CHECK(Grep(re.output, "rank 2 final-params") == Grep(rec.output, "rank 2 final-params"));
+  CheckRerunPrintsRecorded(rec, re, 2);
 }
 
 TEST_CASE("drive re-issues a clean NCCL trace over MPI on host memory to completion", "[e2e][nccl]") {

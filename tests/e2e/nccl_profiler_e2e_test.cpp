@@ -160,22 +160,12 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   TempDir tmp;
   SECTION("a rank that skips the gradient allreduce") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 4, "--steps 6 --fault hang:rank=1,step=2")));
-    json k = CheckFaulty(tmp / "t");
-    INFO(Titles(k));
-    const json& f = k["findings"][0];
-    CHECK(f["kind"] == "missing_ranks");
-    CHECK(f["op"] == "ncclAllReduce");
-    CHECK(f["ranks"] == json::array({1}));
+    const json f = FirstFinding(tmp / "t", "missing_ranks", "ncclAllReduce", json::array({1}));
     CHECK(f["comm"]["members"] == json::array({0, 1, 2, 3}));
   }
   SECTION("a count mismatch") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 2, "--steps 6 --fault mismatch:rank=1,step=2")));
-    json k = CheckFaulty(tmp / "t");
-    INFO(Titles(k));
-    const json& f = k["findings"][0];
-    CHECK(f["kind"] == "mismatch");
-    CHECK(f["op"] == "ncclAllReduce");
-    CHECK(f["ranks"] == json::array({1}));
+    const json f = FirstFinding(tmp / "t", "mismatch", "ncclAllReduce", json::array({1}));
     CHECK(f["data"]["field"] == "count");
   }
   SECTION("two communicators called in opposite orders: a deadlock on the devices") {

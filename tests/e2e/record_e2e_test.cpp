@@ -26,6 +26,17 @@ std::string Record(const std::string& dir, const std::string& command, const std
   return Replay() + " record --level " + level + " -o " + dir + " -- " + command;
 }
 
+// The "checksum" lines of a test program's output, sorted (ranks print in any order).
+std::vector<std::string> Checksums(const std::string& output) { return Sorted(Grep(output, "checksum")); }
+
+// The checksums `program` prints when run without the recorder; it must succeed.
+std::vector<std::string> PlainChecksums(const std::string& program) {
+  RunResult plain = Run(program);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  return Checksums(plain.output);
+}
+
 std::string Train(int ranks, const std::string& args) {
   return Mpirun(ranks) + " " + testing::MpiTrain() + " " + args;
 }
@@ -360,21 +371,15 @@ TEST_CASE("every intercepted MPI call leaves results unchanged", "[e2e]") {
   for (int ranks : {2, 4}) {
     DYNAMIC_SECTION(ranks << " ranks") {
       TempDir tmp;
-      std::string program = Mpirun(ranks) + " " + testing::TestProgram("mpi_surface");
-      RunResult plain = Run(program);
-      INFO(plain.output);
-      REQUIRE(plain.exit_code == 0);
-      auto expected = Grep(plain.output, "checksum");
-      std::sort(expected.begin(), expected.end());
+      const std::string program = Mpirun(ranks) + " " + TestProgram("mpi_surface");
+      const std::vector<std::string> expected = PlainChecksums(program);
       REQUIRE(expected.size() == static_cast<size_t>(ranks));
       for (const char* level : {"meta", "hash", "data"}) {
         INFO("level " << level);
         RunResult rec = Run(Record(tmp / level, program, level));
         INFO(rec.output);
         REQUIRE(rec.exit_code == 0);
-        auto got = Grep(rec.output, "checksum");
-        std::sort(got.begin(), got.end());
-        CHECK(got == expected);
+        CHECK(Checksums(rec.output) == expected);
         // Nothing in a correct program is a finding: no setting differs, no call is left open.
         RunResult checked = Run(Replay() + " check " + (tmp / level));
         INFO(checked.output);
@@ -653,19 +658,14 @@ TEST_CASE("record warns before the job starts when the disk has little room", "[
 TEST_CASE("a collective called in place is recorded like the same call with separate buffers", "[e2e]") {
   for (int ranks : {2, 3}) {
     DYNAMIC_SECTION(ranks << " ranks") {
+      const std::string program = Mpirun(ranks) + " " + TestProgram("mpi_in_place");
+      const std::vector<std::string> expected = PlainChecksums(program);
       TempDir tmp;
-      std::string program = Mpirun(ranks) + " " + testing::TestProgram("mpi_in_place");
-      RunResult plain = Run(program);
-      REQUIRE(plain.exit_code == 0);
       RunResult rec = Run(Record(tmp / "t", program, "data"));
       INFO(rec.output);
       REQUIRE(rec.exit_code == 0);
       // The same checksums: recording in place changes nothing.
-      auto sorted = [](std::vector<std::string> v) {
-        std::sort(v.begin(), v.end());
-        return v;
-      };
-      CHECK(sorted(Grep(rec.output, "checksum")) == sorted(Grep(plain.output, "checksum")));
+      CHECK(Checksums(rec.output) == expected);
       auto trace = ReadTrace(tmp / "t");
       REQUIRE(trace.size() == static_cast<size_t>(ranks));
       const std::vector<std::string> apis = {

@@ -26,10 +26,8 @@ RunResult RecordTrainer(const std::string& dir, int ranks, const std::string& ar
 }
 
 json CheckJson(const std::string& dir) {
-  RunResult r = Run(Replay() + " check --json " + dir, 60);
-  INFO(r.output);
-  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
-  return json::parse(r.output);
+  int exit_code = -1;
+  return CheckTrace(dir, &exit_code);
 }
 
 // The first finding of `report` of `kind` on communicator `comm` by `op`.
@@ -55,6 +53,19 @@ std::vector<int> CallsPerRank(const std::string& dir) {
     out.push_back(n);
   }
   return out;
+}
+
+// The finding of `kind` on the gradient allreduce (MPI_Allreduce on
+// dup(WORLD)) in the check of the shrunk trace in `out`, which must be of 2
+// ranks of at most 4 calls each.
+json ReducedFinding(const std::string& out, const std::string& kind) {
+  json reduced = CheckJson(out);
+  INFO(Titles(reduced));
+  CHECK(reduced["world_size"] == 2);
+  for (int n : CallsPerRank(out)) CHECK(n <= 4);
+  const json* f = FindingOf(reduced, kind, "MPI_Allreduce", "dup(WORLD)");
+  REQUIRE(f != nullptr);
+  return *f;
 }
 
 // Builds OUT/repro.c with mpicc (`extra`: flags and libraries), warnings as errors.
@@ -90,16 +101,11 @@ TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and 
   REQUIRE(s.exit_code == 0);
   CHECK(Grep(s.output, "ranks").size() >= 3);  // a line per accepted reduction
   // The reduced trace: 2 ranks, at most 4 calls each, the same finding.
-  json reduced = CheckJson(tmp / "out");
-  INFO(Titles(reduced));
-  CHECK(reduced["world_size"] == 2);
-  for (int n : CallsPerRank(tmp / "out")) CHECK(n <= 4);
-  const json* f = FindingOf(reduced, "missing_ranks", "MPI_Allreduce", "dup(WORLD)");
-  REQUIRE(f != nullptr);
-  REQUIRE((*f)["ranks"].size() == 1);
-  const int missing = (*f)["ranks"][0];
-  REQUIRE((*f)["data"]["missing"][0].contains("blocked_in"));
-  CHECK((*f)["data"]["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
+  const json f = ReducedFinding(tmp / "out", "missing_ranks");
+  REQUIRE(f["ranks"].size() == 1);
+  const int missing = f["ranks"][0];
+  REQUIRE(f["data"]["missing"][0].contains("blocked_in"));
+  CHECK(f["data"]["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
   // Its README says what it shows and where it came from.
   const std::string readme = testing::ReadFile(tmp / "out/README.md");
   CHECK(readme.find("| ranks | 4 | 2 |") != std::string::npos);
@@ -136,14 +142,9 @@ TEST_CASE("shrink keeps the trainer's count mismatch, gives the same job each ti
     CHECK(testing::ReadFile(tmp / "a/" + f) == testing::ReadFile(tmp / "b/" + f));
   }
 
-  json reduced = CheckJson(tmp / "a");
-  INFO(Titles(reduced));
-  CHECK(reduced["world_size"] == 2);
-  for (int n : CallsPerRank(tmp / "a")) CHECK(n <= 4);
-  const json* f = FindingOf(reduced, "mismatch", "MPI_Allreduce", "dup(WORLD)");
-  REQUIRE(f != nullptr);
-  CHECK((*f)["data"]["field"] == "count");
-  const json odd = (*f)["ranks"];
+  const json f = ReducedFinding(tmp / "a", "mismatch");
+  CHECK(f["data"]["field"] == "count");
+  const json odd = f["ranks"];
   BuildRepro(tmp, tmp / "a");
   RunResult rec = Run("timeout -s TERM " + std::to_string(kHangTimeoutS) + " " + Replay() + " record -o " +
                           (tmp / "rec") + " -- " + Mpirun(2) + " " + (tmp / "repro"),
