@@ -9,34 +9,15 @@
 #include "analysis/synthetic_job.h"
 #include "replay/event_format.h"
 #include "replay/oracle.h"
+#include "support/checked_trace.h"
 #include "support/temp_dir.h"
 
 namespace replay {
 namespace {
 
+using testing::CheckDir;
 using testing::SyntheticJob;
-
-// Most jobs here die right after a rank enters the call it hangs in: no
-// minimum wait, unless a test asks for one.
-CheckOptions NoWait() {
-  CheckOptions o;
-  o.min_wait_ns = 0;
-  return o;
-}
-
-CheckReport Check(const std::string& dir, const CheckOptions& options = NoWait()) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  auto report = CheckTrace(**trace, options);
-  REQUIRE(report.ok());
-  return std::move(report).value();
-}
-
-std::string Titles(const CheckReport& r) {
-  std::string s;
-  for (const Finding& f : r.findings) s += std::string(FindingKindName(f.kind)) + ": " + f.title + "\n";
-  return s;
-}
+using testing::Titles;
 
 // The shape of examples/mpi_train: grad = dup(WORLD), metrics = split(WORLD,
 // rank % 2), a broadcast, then per step a ring exchange, a metrics
@@ -101,7 +82,7 @@ TEST_CASE("check finds nothing in a clean job at 1, 2 and 4 ranks", "[analysis]"
         t.Finish(r);
       }
     }
-    CheckReport report = Check(dir.path());
+    CheckReport report = CheckDir(dir.path());
     INFO("ranks " << n << "\n" << Titles(report));
     CHECK(report.findings.empty());
     CHECK(report.notes.empty());
@@ -132,7 +113,7 @@ void WriteHang(const std::string& dir, int n, int skipper) {
 TEST_CASE("check names the rank missing from a hung allreduce and what it does instead", "[analysis]") {
   testing::TempDir dir;
   WriteHang(dir.path(), 4, 1);
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
@@ -165,7 +146,7 @@ TEST_CASE("check blames the rank whose control flow went its own way when two ra
   for (int skipper : {0, 1}) {
     testing::TempDir dir;
     WriteHang(dir.path(), 2, skipper);
-    CheckReport report = Check(dir.path());
+    CheckReport report = CheckDir(dir.path());
     INFO("skipper " << skipper << "\n" << Titles(report));
     REQUIRE(report.findings.size() >= 2);
     CHECK(report.findings[0].comm->name == "dup(WORLD)");
@@ -188,7 +169,7 @@ TEST_CASE("check reports mismatched counts and names the odd rank", "[analysis]"
       }
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
@@ -213,7 +194,7 @@ TEST_CASE("check breaks a tie between two ranks by what each call site did befor
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   CHECK(report.findings[0].kind == FindingKind::kMismatch);
@@ -234,7 +215,7 @@ TEST_CASE("check reports ranks calling different collectives at one sequence num
       job.Die(r, SIGTERM);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
@@ -256,7 +237,7 @@ TEST_CASE("check reports a collective every member entered and none left as neve
       job.Die(r, SIGTERM);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -278,7 +259,7 @@ TEST_CASE("check reports a receive from a rank that never sends", "[analysis]") 
     job.Finalize(0);
     job.Die(1, SIGTERM);
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
@@ -298,7 +279,7 @@ TEST_CASE("check reports a receive waiting on a tag its sender does not use", "[
     job.Die(0, SIGTERM);
     job.Die(1, SIGTERM);
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   CHECK(report.findings[0].kind == FindingKind::kUnmatchedP2p);
@@ -315,7 +296,7 @@ TEST_CASE("check reports messages that finished ranks never received", "[analysi
     job.Recv(1, 0, 3, 1);
     job.FinalizeAll();
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -339,7 +320,7 @@ TEST_CASE("check names the first rank to send NaN, not the ranks it spread to", 
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -361,7 +342,7 @@ TEST_CASE("check reports ranks whose allreduce results differ", "[analysis]") {
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -384,7 +365,7 @@ TEST_CASE("check reports configuration that differs across ranks and ignores per
     job.InitAll();
     job.FinalizeAll();
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -416,7 +397,7 @@ TEST_CASE("check names the rank missing from a hung non-blocking collective whos
       job.Die(r, SIGTERM);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 2);
   CHECK(report.findings[0].kind == FindingKind::kMissingRanks);
@@ -444,7 +425,7 @@ TEST_CASE("check reports a crash with what the rank was doing, before the hang i
       }
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 2);
   CHECK(report.findings[0].kind == FindingKind::kError);
@@ -466,7 +447,7 @@ TEST_CASE("check does not take a job stopped in the middle of a collective for a
     job.Die(0, SIGTERM);
     job.Die(1, SIGTERM);
   }
-  CheckReport stopped = Check(dir.path(), CheckOptions{});
+  CheckReport stopped = CheckDir(dir.path(), CheckOptions{});
   INFO(Titles(stopped));
   // Only that it was stopped.
   REQUIRE(stopped.findings.size() == 1);
@@ -475,7 +456,7 @@ TEST_CASE("check does not take a job stopped in the middle of a collective for a
   CHECK(!stopped.ranks[0].blocked);
   CHECK(stopped.ranks[0].doing.find("in MPI_Allreduce on WORLD #1 for ") == 0);
   // Had it waited longer than --min-wait, it would be.
-  CHECK(Check(dir.path()).findings.size() == 1);
+  CHECK(CheckDir(dir.path()).findings.size() == 1);
 }
 
 TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no rank the launcher stopped after a crash", "[analysis]") {
@@ -488,7 +469,7 @@ TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no 
     job.Finalize(0);
     job.Finalize(2);
   }
-  CheckReport exited = Check(dir.path());
+  CheckReport exited = CheckDir(dir.path());
   INFO(Titles(exited));
   REQUIRE(exited.findings.size() == 1);
   CHECK(exited.findings[0].kind == FindingKind::kError);
@@ -505,7 +486,7 @@ TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no 
     job.Die(0, SIGTERM);
     job.Die(2, SIGTERM);
   }
-  CheckReport report = Check(crashed.path());
+  CheckReport report = CheckDir(crashed.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   CHECK(report.findings[0].title == "rank 1 crashed with SIGSEGV");
@@ -522,7 +503,7 @@ TEST_CASE("a rank made to exit while it waited in a call says both", "[analysis]
     job.Exit(0);
     job.Exit(1);
   }
-  CheckReport report = Check(dir.path(), CheckOptions{});
+  CheckReport report = CheckDir(dir.path(), CheckOptions{});
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   CHECK(report.ranks[0].doing.find("in MPI_Allreduce on WORLD #1 for ") == 0);
@@ -551,7 +532,7 @@ TEST_CASE("check judges nothing past the end of a trace a full disk cut short, a
   };
   testing::TempDir clean;
   record(clean.path(), 8);
-  CheckReport report = Check(clean.path());
+  CheckReport report = CheckDir(clean.path());
   INFO(Titles(report));
   CHECK(report.findings.empty());
   REQUIRE(report.unread.size() == 1);
@@ -569,7 +550,7 @@ TEST_CASE("check judges nothing past the end of a trace a full disk cut short, a
   // What the trace holds before the cut is still judged.
   testing::TempDir mismatched;
   record(mismatched.path(), 16);
-  CheckReport before = Check(mismatched.path());
+  CheckReport before = CheckDir(mismatched.path());
   INFO(Titles(before));
   REQUIRE(before.findings.size() == 1);
   CHECK(before.findings[0].kind == FindingKind::kMismatch);
@@ -590,7 +571,7 @@ TEST_CASE("check reports MPI error codes once for all ranks that got them", "[an
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -615,7 +596,7 @@ TEST_CASE("check reports blocking collectives on two communicators called in opp
     job.Collective(1, testing::kMpiBcast, OpKind::kBcast, dup, 1, 4, 0, 0xb, true, 0, 0, 0);
     job.FinalizeAll();
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -639,7 +620,7 @@ TEST_CASE("check does not mistake different orders of non-blocking collectives f
     job.Wait(1, {b}, 1, dup, 1);
     job.FinalizeAll();
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   CHECK(report.findings.empty());
 }
@@ -659,7 +640,7 @@ TEST_CASE("check reports a consistently late rank as a straggler", "[analysis]")
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -683,7 +664,7 @@ TEST_CASE("check does not call a rank a straggler on a few collectives or a smal
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   CHECK(report.findings.empty());
 }
@@ -698,14 +679,14 @@ TEST_CASE("check --live calls a call stuck only after the minimum wait", "[analy
   CheckOptions patient;
   patient.live = true;
   patient.min_wait_ns = 3'600'000'000'000;
-  CheckReport early = Check(dir.path(), patient);
+  CheckReport early = CheckDir(dir.path(), patient);
   INFO(Titles(early));
   CHECK(early.live);
   CHECK(early.findings.empty());
   CheckOptions eager;
   eager.live = true;
   eager.min_wait_ns = 0;
-  CheckReport now = Check(dir.path(), eager);
+  CheckReport now = CheckDir(dir.path(), eager);
   INFO(Titles(now));
   REQUIRE(now.findings.size() == 1);
   CHECK(now.findings[0].kind == FindingKind::kMissingRanks);
@@ -718,7 +699,7 @@ TEST_CASE("check without --live treats a trace that is still being written as li
   SyntheticJob job(dir.path(), 1);
   job.InitAll();
   job.KeepRunning(0);
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   CHECK(report.live);
   REQUIRE(report.notes.size() == 1);
   CHECK(report.notes[0].find("--live") != std::string::npos);
@@ -743,7 +724,7 @@ TEST_CASE("check reports two ranks of one communicator on one device", "[analysi
     }
     job.FinalizeAll();
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   CHECK(report.findings[0].kind == FindingKind::kDevice);
@@ -763,7 +744,7 @@ TEST_CASE("check leaves ranks without a trace out of the missing ranks, and says
       job.Finalize(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   CHECK(report.world_size == 3);
   REQUIRE(report.notes.size() == 1);
@@ -773,7 +754,7 @@ TEST_CASE("check leaves ranks without a trace out of the missing ranks, and says
 TEST_CASE("check JSON carries the finding's kind, ranks, communicator and category", "[analysis]") {
   testing::TempDir dir;
   WriteHang(dir.path(), 4, 1);
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   nlohmann::json j = CheckReportToJson(report);
   REQUIRE(j["findings"].size() >= 1);
   const auto& f = j["findings"][0];
@@ -814,7 +795,7 @@ TEST_CASE("check reads a trace claiming a world size or communicators no job has
       t.Finish(r);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
   for (const std::string& n : report.notes) INFO(n);
   CHECK(report.world_size == 2);
@@ -846,7 +827,7 @@ TEST_CASE("a rank recorded dying of a signal number no system has is described, 
       job.Die(r, 99);
     }
   }
-  CheckReport report = Check(dir.path());
+  CheckReport report = CheckDir(dir.path());
   CHECK(report.ranks.size() == 2);
   OracleOptions o;
   o.trace_dir = dir.path();

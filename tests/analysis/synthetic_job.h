@@ -311,4 +311,53 @@ class SyntheticJob {
   std::vector<uint64_t> next_request_;
 };
 
+// Jobs that tests of several folders read.
+
+// 4 ranks on dup(WORLD): with `bcast` a broadcast first, then an allreduce of
+// 2048 elements; at the next allreduce rank `odd` passes 1024, returns and
+// finalizes, while the others hang in it until SIGTERM.
+inline void WriteCountMismatch(const std::string& dir, int odd, bool bcast,
+                               std::function<void(int, RankHeader*)> header_hook = nullptr) {
+  SyntheticJob job(dir, 4, std::move(header_hook));
+  job.InitAll();
+  std::vector<int32_t> all = {0, 1, 2, 3};
+  for (int r = 0; r < 4; ++r) {
+    uint64_t grad = job.Create(r, kMpiCommDup, SyntheticJob::World(), 1, all);
+    uint64_t seq = 1;
+    if (bcast) {
+      job.Collective(r, kMpiBcast, OpKind::kBcast, grad, seq++, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0, 0, 0);
+    }
+    job.Allreduce(r, grad, seq++, 2048);
+    job.Allreduce(r, grad, seq, r == odd ? 1024 : 2048, r == odd);
+    if (r == odd) {
+      job.Finalize(r);
+    } else {
+      job.Die(r, SIGTERM);
+    }
+  }
+}
+
+// 3 ranks: a broadcast on dup(WORLD), a ring of messages on WORLD, a mark,
+// then an allreduce (#2 on dup(WORLD), or with `on_world` on WORLD) that
+// rank 2 never enters: it finalizes, ranks 0 and 1 hang in it until SIGTERM.
+inline void WriteRingThenHang(const std::string& dir, bool on_world) {
+  SyntheticJob job(dir, 3);
+  job.InitAll();
+  std::vector<int32_t> all = {0, 1, 2};
+  uint64_t grad = 0;
+  for (int r = 0; r < 3; ++r) {
+    grad = job.Create(r, kMpiCommDup, SyntheticJob::World(), 1, all);
+    job.Collective(r, kMpiBcast, OpKind::kBcast, grad, 1, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0, 0, 0);
+  }
+  for (int r = 0; r < 3; ++r) job.Send(r, (r + 1) % 3, 7, 1);
+  for (int r = 0; r < 3; ++r) job.Recv(r, (r + 2) % 3, 7, 1);
+  for (int r = 0; r < 3; ++r) job.Mark(r, "checkpoint", 1);
+  const uint64_t comm = on_world ? SyntheticJob::World() : grad;
+  job.Allreduce(0, comm, 2, 64, false);
+  job.Allreduce(1, comm, 2, 64, false);
+  job.Die(0, SIGTERM);
+  job.Die(1, SIGTERM);
+  job.Finalize(2);
+}
+
 }  // namespace replay::testing

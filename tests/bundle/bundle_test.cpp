@@ -15,6 +15,7 @@
 #include "replay/jsonl.h"
 #include "replay/perfetto.h"
 #include "replay/report.h"
+#include "support/checked_trace.h"
 #include "support/live_writer.h"
 #include "support/temp_dir.h"
 
@@ -42,29 +43,11 @@ void PlantSecrets(int rank, RankHeader* h) {
 // A 4-rank job in which rank 2 passes a different count to the gradient
 // allreduce, and the others hang in it.
 void WriteMismatchJob(const std::string& dir, std::function<void(int, RankHeader*)> hook = nullptr) {
-  SyntheticJob job(dir, 4, std::move(hook));
-  job.InitAll();
-  std::vector<int32_t> all = {0, 1, 2, 3};
-  for (int r = 0; r < 4; ++r) {
-    uint64_t grad = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, all);
-    job.Allreduce(r, grad, 1, 2048);
-    job.Allreduce(r, grad, 2, r == 2 ? 1024 : 2048, r == 2);
-    if (r == 2) {
-      job.Finalize(r);
-    } else {
-      job.Die(r, SIGTERM);
-    }
-  }
+  testing::WriteCountMismatch(dir, 2, /*bcast=*/false, std::move(hook));
 }
 
 nlohmann::json CheckJson(const std::string& dir) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  CheckOptions o;
-  o.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, o);
-  REQUIRE(report.ok());
-  nlohmann::json j = CheckReportToJson(*report);
+  nlohmann::json j = CheckReportToJson(testing::CheckDir(dir));
   j.erase("trace");
   return j;
 }

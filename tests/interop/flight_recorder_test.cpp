@@ -7,6 +7,7 @@
 #include "analysis/synthetic_job.h"
 #include "interop/pickle.h"
 #include "replay/check.h"
+#include "support/checked_trace.h"
 #include "support/temp_dir.h"
 #include "util/json.h"
 
@@ -16,6 +17,7 @@ namespace {
 using nlohmann::json;
 using testing::SyntheticJob;
 using testing::TempDir;
+using testing::Titles;
 
 // Dumps of a 4-rank job (the layout PyTorch writes, version 2.4): a broadcast
 // and an allreduce complete, then rank 2 passes 2048 elements to the third
@@ -24,19 +26,8 @@ using testing::TempDir;
 // Python's pickle module).
 std::string Fixture(const std::string& name) { return std::string(REPLAY_SOURCE_DIR) + "/tests/interop/data/" + name; }
 
-CheckReport CheckDir(const std::string& dir) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  auto report = CheckTrace(**trace);
-  REQUIRE(report.ok());
-  return std::move(report).value();
-}
-
-std::string Titles(const CheckReport& r) {
-  std::string s;
-  for (const Finding& f : r.findings) s += std::string(FindingKindName(f.kind)) + ": " + f.title + "\n";
-  return s;
-}
+// With the check's default options, its minimum wait included.
+CheckReport CheckDir(const std::string& dir) { return testing::CheckDir(dir, CheckOptions{}); }
 
 TEST_CASE("Flight Recorder dumps of a count mismatch are diagnosed as one, JSON or pickle", "[interop]") {
   for (const char* set : {"fr_mismatch_json", "fr_mismatch_pickle"}) {
@@ -118,24 +109,9 @@ TEST_CASE("damaged or hostile Flight Recorder dumps are refused with a reason", 
   }
 }
 
-// 4 ranks: a broadcast and an allreduce on dup(WORLD), then rank 3 passes
-// another count to the next allreduce and the others hang in it.
-void WriteMismatchJob(const std::string& dir) {
-  SyntheticJob job(dir, 4);
-  job.InitAll();
-  std::vector<int32_t> all = {0, 1, 2, 3};
-  for (int r = 0; r < 4; ++r) {
-    uint64_t grad = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, all);
-    job.Collective(r, testing::kMpiBcast, OpKind::kBcast, grad, 1, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0, 0, 0);
-    job.Allreduce(r, grad, 2, 2048);
-    job.Allreduce(r, grad, 3, r == 3 ? 1024 : 2048, r == 3);
-    if (r == 3) {
-      job.Finalize(r);
-    } else {
-      job.Die(r, SIGTERM);
-    }
-  }
-}
+// A broadcast and an allreduce, then rank 3 passes another count to the
+// next allreduce and the others hang in it.
+void WriteMismatchJob(const std::string& dir) { testing::WriteCountMismatch(dir, 3, /*bcast=*/true); }
 
 TEST_CASE("a trace exported as Flight Recorder dumps and imported again is diagnosed the same", "[interop]") {
   for (bool as_json : {false, true}) {

@@ -18,26 +18,8 @@ namespace {
 using nlohmann::json;
 using testing::SyntheticJob;
 
-// 3 ranks: a dup of WORLD and a broadcast on it, a ring of messages on WORLD,
-// a mark, then an allreduce rank 2 never enters.
-void WriteJob(const std::string& dir) {
-  SyntheticJob job(dir, 3);
-  job.InitAll();
-  std::vector<int32_t> all = {0, 1, 2};
-  for (int r = 0; r < 3; ++r) {
-    uint64_t grad = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, all);
-    job.Collective(r, testing::kMpiBcast, OpKind::kBcast, grad, 1, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0,
-                   0, 0);
-  }
-  for (int r = 0; r < 3; ++r) job.Send(r, (r + 1) % 3, 7, 1);
-  for (int r = 0; r < 3; ++r) job.Recv(r, (r + 2) % 3, 7, 1);
-  for (int r = 0; r < 3; ++r) job.Mark(r, "checkpoint", 1);
-  job.Allreduce(0, SyntheticJob::World(), 2, 64, false);
-  job.Allreduce(1, SyntheticJob::World(), 2, 64, false);
-  job.Die(0, SIGTERM);
-  job.Die(1, SIGTERM);
-  job.Finalize(2);
-}
+// Ranks 0 and 1 hang in an allreduce on WORLD that rank 2 never enters.
+void WriteJob(const std::string& dir) { testing::WriteRingThenHang(dir, /*on_world=*/true); }
 
 std::vector<json> Lines(const std::string& dir, const JsonLinesOptions& options = {}, JsonLinesSummary* summary = nullptr) {
   auto trace = TraceReader::Open(dir);

@@ -12,6 +12,7 @@
 #include "interop/pftrace_reader.h"
 #include "interop/timed_job.h"
 #include "replay/check.h"
+#include "support/checked_trace.h"
 #include "support/temp_dir.h"
 #include "trace/python_sites.h"
 #include "util/json.h"
@@ -22,26 +23,8 @@ namespace {
 using nlohmann::json;
 using testing::SyntheticJob;
 
-// 3 ranks: a broadcast, a ring of messages, a mark, then an allreduce rank 2
-// never enters (ranks 0 and 1 hang in it).
-void WriteJob(const std::string& dir) {
-  SyntheticJob job(dir, 3);
-  job.InitAll();
-  std::vector<int32_t> all = {0, 1, 2};
-  std::vector<uint64_t> grad(3);
-  for (int r = 0; r < 3; ++r) {
-    grad[r] = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, all);
-    job.Collective(r, testing::kMpiBcast, OpKind::kBcast, grad[r], 1, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0, 0, 0);
-  }
-  for (int r = 0; r < 3; ++r) job.Send(r, (r + 1) % 3, 7, 1);
-  for (int r = 0; r < 3; ++r) job.Recv(r, (r + 2) % 3, 7, 1);
-  for (int r = 0; r < 3; ++r) job.Mark(r, "checkpoint", 1);
-  job.Allreduce(0, grad[0], 2, 64, false);
-  job.Allreduce(1, grad[1], 2, 64, false);
-  job.Die(0, SIGTERM);
-  job.Die(1, SIGTERM);
-  job.Finalize(2);
-}
+// Ranks 0 and 1 hang in an allreduce on dup(WORLD) that rank 2 never enters.
+void WriteJob(const std::string& dir) { testing::WriteRingThenHang(dir, /*on_world=*/false); }
 
 json Export(const std::string& dir, PerfettoSummary* summary = nullptr) {
   auto trace = TraceReader::Open(dir);
@@ -273,15 +256,10 @@ TEST_CASE("a Perfetto window keeps the operations that overlap it and the instan
 TEST_CASE("a Perfetto window around the first finding is centred on its collective", "[interop]") {
   testing::TempDir tmp;
   testing::WriteTimedJob(tmp / "t", true);
-  auto trace = TraceReader::Open(tmp / "t");
-  REQUIRE(trace.ok());
-  CheckOptions co;
-  co.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, co);
-  REQUIRE(report.ok());
-  REQUIRE(!report->findings.empty());
+  auto [trace, report] = testing::OpenAndCheck(tmp / "t");
+  REQUIRE(!report.findings.empty());
   PerfettoOptions o;
-  o.around = report->findings;
+  o.around = report.findings;
   o.around_ns = 1'000'000'000;
   PerfettoSummary summary;
   json doc = ExportWith(tmp / "t", o, &summary);
@@ -300,7 +278,7 @@ TEST_CASE("a Perfetto window around the first finding is centred on its collecti
     config.title = "OMPI_MCA_btl differs";
     o.around = {config};
     std::ostringstream out;
-    auto s = WritePerfetto(**trace, out, o);
+    auto s = WritePerfetto(*trace, out, o);
     REQUIRE(!s.ok());
     CHECK(s.status().message().find("about the job as a whole") != std::string::npos);
   }
@@ -457,15 +435,10 @@ TEST_CASE("the protobuf export shows what the JSON export shows: processes, trac
   }
   SECTION("a window around the first finding") {
     testing::WriteTimedJob(tmp / "t", true);
-    auto trace = TraceReader::Open(tmp / "t");
-    REQUIRE(trace.ok());
-    CheckOptions co;
-    co.min_wait_ns = 0;
-    auto report = CheckTrace(**trace, co);
-    REQUIRE(report.ok());
-    REQUIRE(!report->findings.empty());
+    CheckReport report = testing::CheckDir(tmp / "t");
+    REQUIRE(!report.findings.empty());
     PerfettoOptions o;
-    o.around = report->findings;
+    o.around = report.findings;
     CheckSameTimeline(tmp / "t", o);
   }
 }

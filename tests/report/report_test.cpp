@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/synthetic_job.h"
+#include "support/checked_trace.h"
 #include "support/run.h"
 #include "support/temp_dir.h"
 #include "trace/python_sites.h"
@@ -17,6 +18,7 @@
 namespace replay {
 namespace {
 
+using testing::CheckedTrace;
 using testing::SyntheticJob;
 using testing::TempDir;
 
@@ -24,39 +26,17 @@ using testing::TempDir;
 // another count to the second allreduce (#3) and the others hang in it.
 // Rank 3 runs with another NCCL_ALGO.
 void WriteJob(const std::string& dir) {
-  SyntheticJob job(dir, 4, [](int rank, RankHeader* h) {
+  testing::WriteCountMismatch(dir, 1, /*bcast=*/true, [](int rank, RankHeader* h) {
     h->environment.push_back({"NCCL_ALGO", rank == 3 ? "Tree" : "Ring"});
   });
-  job.InitAll();
-  std::vector<int32_t> all = {0, 1, 2, 3};
-  for (int r = 0; r < 4; ++r) {
-    uint64_t grad = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, all);
-    job.Collective(r, testing::kMpiBcast, OpKind::kBcast, grad, 1, 16, r == 0 ? 0xb0 : 0, r == 0 ? 0 : 0xb0, true, 0, 0, 0);
-    job.Allreduce(r, grad, 2, 2048);
-    job.Allreduce(r, grad, 3, r == 1 ? 1024 : 2048, r == 1);
-    if (r == 1) {
-      job.Finalize(r);
-    } else {
-      job.Die(r, SIGTERM);
-    }
-  }
 }
 
-struct Checked {
-  std::unique_ptr<TraceReader> trace;
-  CheckReport report;
-};
-
-Checked Check(const std::string& dir) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  CheckOptions o;
-  o.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, o);
-  REQUIRE(report.ok());
-  REQUIRE(!report->findings.empty());
-  REQUIRE(report->findings[0].kind == FindingKind::kMismatch);
-  return {std::move(trace).value(), std::move(report).value()};
+// The job's check, which must lead with the count mismatch.
+CheckedTrace Check(const std::string& dir) {
+  CheckedTrace c = testing::OpenAndCheck(dir);
+  REQUIRE(!c.report.findings.empty());
+  REQUIRE(c.report.findings[0].kind == FindingKind::kMismatch);
+  return c;
 }
 
 // The text of an HTML fragment as a browser shows it: tags out, entities decoded.
@@ -71,7 +51,7 @@ std::string Text(const std::string& html) {
 TEST_CASE("the Markdown report holds the findings, the rank states and the configuration that differs", "[report]") {
   TempDir tmp;
   WriteJob(tmp / "job");
-  Checked c = Check(tmp / "job");
+  CheckedTrace c = Check(tmp / "job");
   auto rendered = RenderMarkdownReport(*c.trace, c.report);
   REQUIRE(rendered.ok());
   const std::string md = *rendered;
@@ -102,7 +82,7 @@ TEST_CASE("the Markdown report holds the findings, the rank states and the confi
 TEST_CASE("the HTML report is one page that loads nothing from the network", "[report]") {
   TempDir tmp;
   WriteJob(tmp / "job");
-  Checked c = Check(tmp / "job");
+  CheckedTrace c = Check(tmp / "job");
   auto html = RenderHtmlReport(*c.trace, c.report);
   REQUIRE(html.ok());
   CHECK(html->rfind("<!DOCTYPE html>", 0) == 0);
@@ -140,7 +120,7 @@ std::optional<std::string> RenderInChromium(const std::string& page, const std::
 TEST_CASE("the HTML report rendered in headless Chromium shows the findings and the failing collective", "[report]") {
   TempDir tmp;
   WriteJob(tmp / "job");
-  Checked c = Check(tmp / "job");
+  CheckedTrace c = Check(tmp / "job");
   auto html = RenderHtmlReport(*c.trace, c.report);
   REQUIRE(html.ok());
   testing::WriteFile(tmp / "report.html", *html);
@@ -266,16 +246,11 @@ Pixels ReadPng(const std::string& path) {
 TEST_CASE("the HTML report opens on the failing operation: in view without scrolling, labels in place, findings link to their operations", "[report]") {
   TempDir tmp;
   WriteLongJob(tmp / "job");
-  auto trace = TraceReader::Open(tmp / "job");
-  REQUIRE(trace.ok());
-  CheckOptions o;
-  o.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, o);
-  REQUIRE(report.ok());
-  REQUIRE(report->findings.size() >= 2);
-  CHECK(report->findings[0].kind == FindingKind::kMissingRanks);
-  CHECK(report->findings[0].seq == 31);
-  auto html = RenderHtmlReport(**trace, *report);
+  auto [trace, report] = testing::OpenAndCheck(tmp / "job");
+  REQUIRE(report.findings.size() >= 2);
+  CHECK(report.findings[0].kind == FindingKind::kMissingRanks);
+  CHECK(report.findings[0].seq == 31);
+  auto html = RenderHtmlReport(*trace, report);
   REQUIRE(html.ok());
   // The timeline is wider than the window: the failing allreduce is far to the right.
   std::smatch m;
@@ -332,13 +307,8 @@ TEST_CASE("the HTML report opens on the failing operation: in view without scrol
 TEST_CASE("the Markdown report of a hang marks where each rank is and which ranks never came", "[report]") {
   TempDir tmp;
   WriteLongJob(tmp / "job");
-  auto trace = TraceReader::Open(tmp / "job");
-  REQUIRE(trace.ok());
-  CheckOptions o;
-  o.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, o);
-  REQUIRE(report.ok());
-  auto md = RenderMarkdownReport(**trace, *report);
+  auto [trace, report] = testing::OpenAndCheck(tmp / "job");
+  auto md = RenderMarkdownReport(*trace, report);
   REQUIRE(md.ok());
   INFO(*md);
   CHECK(md->find("rank 0   … Isend to 1 · Waitall · Allreduce #30 · [Allreduce #31, never returned]\n") != std::string::npos);
