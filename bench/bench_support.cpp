@@ -11,7 +11,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <stdexcept>
+
+#include "record/comm_table.h"
 
 namespace replay::bench {
 
@@ -197,6 +200,12 @@ std::vector<std::string> Flags::Unused() const {
   return out;
 }
 
+bool Flags::HasUnknown() const {
+  std::vector<std::string> unused = Unused();
+  if (!unused.empty()) std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
+  return !unused.empty();
+}
+
 void PrintEnvironment(std::string_view benchmark) {
   utsname u{};
   uname(&u);
@@ -335,6 +344,11 @@ TrainingStream::TrainingStream(const StreamOptions& options) : options_(options)
   mark_.event.call_site = kCallSiteBase - 0x100;
 }
 
+uint64_t TrainingStream::Fingerprint() {
+  ++fingerprints_;
+  return Random();
+}
+
 double TrainingStream::events_per_step() const {
   return static_cast<double>(slots_.size()) +
          (options_.mark_every > 0 ? 1.0 / options_.mark_every : 0.0);
@@ -358,21 +372,15 @@ const Event& TrainingStream::Next() {
       break;
     case Slot::kGradOp:
       e.op.seq = ++grad_seq_;
-      e.op.send_hash = Random();
-      ++fingerprints_;
-      break;
-    case Slot::kGradRet:
-      e.ret.seq = grad_seq_;
-      e.ret.recv_hash = Random();
-      ++fingerprints_;
+      e.op.send_hash = Fingerprint();
       break;
     case Slot::kWorldOp:
       e.op.seq = ++world_seq_;
       break;
+    case Slot::kGradRet:
     case Slot::kWorldRet:
-      e.ret.seq = world_seq_;
-      e.ret.recv_hash = Random();
-      ++fingerprints_;
+      e.ret.seq = slot->update == Slot::kGradRet ? grad_seq_ : world_seq_;
+      e.ret.recv_hash = Fingerprint();
       break;
     case Slot::kMark:
       e.mark.value = static_cast<int64_t>(step_);
@@ -398,14 +406,63 @@ Event CallOp(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq) {
   return Event::Make(o);
 }
 
-Event CallReturn(uint16_t api, uint64_t comm, uint64_t seq) {
-  ReturnEvent r{};
+void SetFloatCount(Event* op, int64_t count) {
+  op->op.count = count;
+  op->op.dtype = DataType::kFloat32;
+  op->op.dtype_size = 4;
+  op->op.bytes = static_cast<uint64_t>(count) * 4;
+}
+
+namespace {
+
+// What a call's return and a request's completion both start from: no source,
+// nothing received.
+template <typename Result>
+Result CallResult(uint16_t api, uint64_t comm, uint64_t seq) {
+  Result r{};
   r.api = api;
   r.comm = comm;
   r.seq = seq;
   r.source = kNoPeer;
   r.recv_count = -1;
-  return Event::Make(r);
+  return r;
+}
+
+}  // namespace
+
+Event CallReturn(uint16_t api, uint64_t comm, uint64_t seq) {
+  return Event::Make(CallResult<ReturnEvent>(api, comm, seq));
+}
+
+Event CallCompletion(uint16_t api, uint64_t comm, uint64_t seq, uint64_t request) {
+  CompletionEvent c = CallResult<CompletionEvent>(api, comm, seq);
+  c.request = request;
+  return Event::Make(c);
+}
+
+Event WorldCreate(uint16_t api, uint64_t comm, int32_t size, int32_t rank) {
+  std::vector<int32_t> all(static_cast<size_t>(size));
+  std::iota(all.begin(), all.end(), 0);
+  Event e = CommCreate(api, 0, 0, all, 0, rank);
+  e.comm_create.comm = comm;
+  e.comm_create.flags = comm_flags::kWorld;
+  return e;
+}
+
+Event CommCreate(uint16_t api, uint64_t parent, uint64_t parent_seq, const std::vector<int32_t>& members,
+                 int64_t color, int32_t rank) {
+  CommCreateEvent c{};
+  c.comm = DerivedCommId(parent, parent_seq, members.front());
+  c.parent = parent;
+  c.api = api;
+  c.parent_seq = parent_seq;
+  c.color = color;
+  c.size = static_cast<int32_t>(members.size());
+  c.rank = static_cast<int32_t>(std::find(members.begin(), members.end(), rank) - members.begin());
+  c.device = -1;
+  Event e = Event::Make(c);
+  e.list.assign(members.begin(), members.end());
+  return e;
 }
 
 }  // namespace replay::bench

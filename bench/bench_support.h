@@ -107,6 +107,9 @@ class Flags {
   std::string Str(std::string_view name, std::string fallback) const;
   // Flags that no accessor asked for; a benchmark rejects them after parsing.
   std::vector<std::string> Unused() const;
+  // After the last accessor: whether a flag was given that none asked for; if
+  // so, says "unknown flag --NAME" of the first on stderr.
+  bool HasUnknown() const;
 
  private:
   std::vector<std::pair<std::string, std::string>> flags_;
@@ -179,6 +182,7 @@ class TrainingStream {
     double jitter_bits = 0;     // log2(jitter_range)
   };
   uint64_t Random();
+  uint64_t Fingerprint();  // a random one, counted
   StreamOptions options_;
   std::vector<Slot> slots_;
   Slot mark_;
@@ -202,5 +206,19 @@ std::vector<std::string> StreamApiNames();
 // no peer, no root, no count; callers set what their call has.
 Event CallOp(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq);
 Event CallReturn(uint16_t api, uint64_t comm, uint64_t seq);
+// The completion of `request` by a wait call `api`, of a call on `comm` at
+// sequence number `seq`: no source, no count.
+Event CallCompletion(uint16_t api, uint64_t comm, uint64_t seq, uint64_t request);
+
+// Makes a call's op event carry `count` float32 elements, and their bytes.
+void SetFloatCount(Event* op, int64_t count);
+
+// The creation of a communicator as world rank `rank` records it, no device:
+// MPI_COMM_WORLD `comm` of `size` ranks, by `api`; or the communicator of
+// `members` (world ranks, `rank` among them) that `api` derives from `parent`
+// at its sequence number `parent_seq`, for `color`.
+Event WorldCreate(uint16_t api, uint64_t comm, int32_t size, int32_t rank);
+Event CommCreate(uint16_t api, uint64_t parent, uint64_t parent_seq, const std::vector<int32_t>& members,
+                 int64_t color, int32_t rank);
 
 }  // namespace replay::bench

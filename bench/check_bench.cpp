@@ -50,10 +50,7 @@ constexpr uint64_t kModuleBase = 0x555500000000;
 
 Event Op(uint16_t api, OpKind kind, uint64_t comm, uint64_t seq, int64_t count, uint64_t site) {
   Event e = CallOp(api, kind, comm, seq);
-  e.op.count = count;
-  e.op.dtype = DataType::kFloat32;
-  e.op.dtype_size = 4;
-  e.op.bytes = static_cast<uint64_t>(count) * 4;
+  SetFloatCount(&e, count);
   e.op.redop = kind == OpKind::kAllreduce ? RedOp::kSum : RedOp::kNone;
   e.call_site = kModuleBase + site;
   return e;
@@ -106,19 +103,9 @@ class RankWriter {
   uint64_t Create(uint16_t api, uint64_t parent, uint64_t seq, std::vector<int32_t> members, int64_t color) {
     Append(Op(api, OpKind::kCommCreate, parent, seq, 0, 0x100 + api));
     Append(Ret(api, parent, seq, 0x100 + api));
-    CommCreateEvent c{};
-    c.comm = DerivedCommId(parent, seq, members.front());
-    c.parent = parent;
-    c.api = api;
-    c.parent_seq = seq;
-    c.color = color;
-    c.size = static_cast<int32_t>(members.size());
-    c.rank = static_cast<int32_t>(std::find(members.begin(), members.end(), rank_) - members.begin());
-    c.device = -1;
-    Event e = Event::Make(c);
-    e.list.assign(members.begin(), members.end());
+    Event e = CommCreate(api, parent, seq, members, color, rank_);
     Append(e);
-    return c.comm;
+    return e.comm_create.comm;
   }
 
   void Collective(uint16_t api, OpKind kind, uint64_t comm, uint64_t* seq, int64_t count, uint64_t site) {
@@ -137,16 +124,7 @@ class RankWriter {
     uint64_t world = WorldCommId();
     Append(Op(kInit, OpKind::kInit, 0, 0, 0, 0x10));
     Append(Ret(kInit, 0, 0, 0x10));
-    CommCreateEvent w{};
-    w.comm = world;
-    w.api = kInit;
-    w.flags = comm_flags::kWorld;
-    w.size = ranks_;
-    w.rank = rank_;
-    w.device = -1;
-    Event we = Event::Make(w);
-    for (int i = 0; i < ranks_; ++i) we.list.push_back(i);
-    Append(we);
+    Append(WorldCreate(kInit, world, ranks_, rank_));
     std::vector<int32_t> all, node, cross;
     for (int i = 0; i < ranks_; ++i) {
       all.push_back(i);
@@ -174,16 +152,10 @@ class RankWriter {
       Event wait = Op(kWait, OpKind::kWait, 0, 0, 1, 0x500);
       wait.list = {static_cast<int64_t>(request)};
       Append(wait);
-      CompletionEvent c{};
-      c.request = request;
-      c.api = kWait;
-      c.comm = node_comm;
-      c.seq = node_seq;
-      c.source = kNoPeer;
-      c.recv_count = -1;
-      c.flags = op_flags::kHasRecvHash;
-      c.recv_hash = Result(node_comm, node_seq);
-      Append(Event::Make(c));
+      Event completion = CallCompletion(kWait, node_comm, node_seq, request);
+      completion.completion.flags = op_flags::kHasRecvHash;
+      completion.completion.recv_hash = Result(node_comm, node_seq);
+      Append(completion);
       Append(Ret(kWait, 0, 0, 0x500));
       Collective(kAllreduce, OpKind::kAllreduce, world, &world_seq, 1, 0x600);
     }

@@ -63,20 +63,12 @@ size_t Width(DataType type) {
   }
 }
 
-}  // namespace
-}  // namespace replay::bench
-
-int main(int argc, char** argv) {
-  using namespace replay;
-  using namespace replay::bench;
+int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   std::vector<int64_t> sizes = flags.IntList("sizes", quick ? "65536,1048576" : "65536,1048576,67108864");
   int reps_flag = static_cast<int>(flags.Int("reps", 0));
-  if (auto unused = flags.Unused(); !unused.empty()) {
-    std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
-    return 2;
-  }
+  if (flags.HasUnknown()) return 2;
   PrintEnvironment("fingerprint_bench");
 
   const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
@@ -114,3 +106,8 @@ int main(int argc, char** argv) {
               "during the row.\n", policy.hash_limit >> 10);
   return 0;
 }
+
+}  // namespace
+}  // namespace replay::bench
+
+int main(int argc, char** argv) { return replay::bench::Main(argc, argv); }

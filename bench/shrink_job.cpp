@@ -117,15 +117,7 @@ int Main(int argc, char** argv) {
     Rank& k = rs[static_cast<size_t>(r)];
     k.Append(Op(kInit, OpKind::kInit, 0, 0), kSiteComm);
     k.Append(Ret(kInit, 0, 0), kSiteComm);
-    CommCreateEvent wc{};
-    wc.comm = world;
-    wc.flags = comm_flags::kWorld;
-    wc.size = ranks;
-    wc.rank = r;
-    wc.device = -1;
-    Event we = Event::Make(wc);
-    we.list.assign(all.begin(), all.end());
-    k.Append(we, kSiteComm);
+    k.Append(WorldCreate(kInit, world, ranks, r), kSiteComm);
     k.Append(Event::MakeInfo("mpi.world_rank", std::to_string(r)), kSiteComm);
     // grad = dup(WORLD) (seq 1), node = split(WORLD, rank / 8) (seq 2).
     std::vector<int32_t> mates;
@@ -135,19 +127,9 @@ int Main(int argc, char** argv) {
       const uint16_t api = s == 1 ? kCommDup : kCommSplit;
       k.Append(Op(api, OpKind::kCommCreate, world, static_cast<uint64_t>(s)), kSiteComm);
       k.Append(Ret(api, world, static_cast<uint64_t>(s)), kSiteComm);
-      CommCreateEvent c{};
-      c.comm = DerivedCommId(world, static_cast<uint64_t>(s), members.front());
-      c.parent = world;
-      c.api = api;
-      c.parent_seq = static_cast<uint64_t>(s);
-      c.color = s == 1 ? 0 : r / 8;
-      c.size = static_cast<int32_t>(members.size());
-      c.rank = static_cast<int32_t>(r - members.front());
-      c.device = -1;
-      Event e = Event::Make(c);
-      e.list.assign(members.begin(), members.end());
+      Event e = CommCreate(api, world, static_cast<uint64_t>(s), members, s == 1 ? 0 : r / 8, r);
       k.Append(e, kSiteComm);
-      (s == 1 ? grad : node[static_cast<size_t>(r)]) = c.comm;
+      (s == 1 ? grad : node[static_cast<size_t>(r)]) = e.comm_create.comm;
     }
   }
   std::vector<uint64_t> world_seq(static_cast<size_t>(ranks), 2), grad_seq(static_cast<size_t>(ranks), 0),
@@ -180,15 +162,12 @@ int Main(int argc, char** argv) {
       wait.list = {static_cast<int64_t>(reqs[0]), static_cast<int64_t>(reqs[1])};
       k.Append(wait, kSiteWaitall);
       for (int side = 0; side < 2; ++side) {
-        CompletionEvent c{};
-        c.request = reqs[side];
-        c.api = kWaitall;
-        c.comm = world;
-        c.peer_seq = ring;
-        c.source = side == 0 ? prev : kNoPeer;
-        c.tag = 1;
-        c.recv_count = side == 0 ? 2 : -1;
-        k.Append(Event::Make(c), kSiteWaitall);
+        Event done = CallCompletion(kWaitall, world, 0, reqs[side]);
+        done.completion.peer_seq = ring;
+        done.completion.source = side == 0 ? prev : kNoPeer;
+        done.completion.tag = 1;
+        done.completion.recv_count = side == 0 ? 2 : -1;
+        k.Append(done, kSiteWaitall);
       }
       k.Append(Ret(kWaitall, 0, 0), kSiteWaitall);
       // Metrics on the node, overlapping the gradient allreduce.
@@ -203,10 +182,7 @@ int Main(int argc, char** argv) {
       k.Append(Ret(kIallreduce, node[i], node_seq[i], iall.op.request), kSiteIall);
       auto allreduce = [&](uint64_t comm, uint64_t seq, int64_t count, Site site, bool returns) {
         Event op = Op(kAllreduce, OpKind::kAllreduce, comm, seq);
-        op.op.count = count;
-        op.op.dtype = DataType::kFloat32;
-        op.op.dtype_size = 4;
-        op.op.bytes = static_cast<uint64_t>(count) * 4;
+        SetFloatCount(&op, count);
         op.op.redop = RedOp::kSum;
         k.Append(op, site);
         if (returns) k.Append(Ret(kAllreduce, comm, seq), site);
@@ -221,14 +197,7 @@ int Main(int argc, char** argv) {
       w.op.count = 1;
       w.list = {static_cast<int64_t>(iall.op.request)};
       k.Append(w, kSiteWait);
-      CompletionEvent c{};
-      c.request = iall.op.request;
-      c.api = kWait;
-      c.comm = node[i];
-      c.seq = node_seq[i];
-      c.source = kNoPeer;
-      c.recv_count = -1;
-      k.Append(Event::Make(c), kSiteWait);
+      k.Append(CallCompletion(kWait, node[i], node_seq[i], iall.op.request), kSiteWait);
       k.Append(Ret(kWait, 0, 0), kSiteWait);
       allreduce(world, ++world_seq[i], 1, kSiteLoss, !hang);
     }

@@ -100,13 +100,7 @@ Latency Measure(TraceWriter& w, OpEvent& op, size_t samples, uint64_t gap_ticks,
   return r;
 }
 
-
-}  // namespace
-}  // namespace replay::bench
-
-int main(int argc, char** argv) {
-  using namespace replay;
-  using namespace replay::bench;
+int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   size_t samples = static_cast<size_t>(flags.Int("samples", quick ? 200'000 : 2'000'000));
@@ -116,10 +110,7 @@ int main(int argc, char** argv) {
   int64_t ring_kib = flags.Int("ring-kib", 1024);
   int64_t flush_ms = flags.Int("flush-ms", 1000);
   double max_others = static_cast<double>(flags.Int("max-others-pct", 25)) / 100;
-  if (auto unused = flags.Unused(); !unused.empty()) {
-    std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
-    return 2;
-  }
+  if (flags.HasUnknown()) return 2;
   PrintEnvironment("trace_append_bench");
 
   ScratchDir dir(parent);
@@ -178,3 +169,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(stats.dropped), closed.ToString().c_str());
   return closed.ok() && stats.dropped == 0 ? 0 : 1;
 }
+
+}  // namespace
+}  // namespace replay::bench
+
+int main(int argc, char** argv) { return replay::bench::Main(argc, argv); }

@@ -83,12 +83,7 @@ struct Variant {
   std::function<size_t(const std::string& raw, const std::string& packed)> size;
 };
 
-}  // namespace
-}  // namespace replay::bench
-
-int main(int argc, char** argv) {
-  using namespace replay;
-  using namespace replay::bench;
+int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   int64_t n_events = flags.Int("events", quick ? 8192 * 2 : 8192 * 24);
@@ -98,10 +93,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> paced = flags.IntList("paced", "256,1024");
   int64_t flush_ms = flags.Int("flush-ms", 2);
   std::string scratch_parent = flags.Str("dir", "");
-  if (auto unused = flags.Unused(); !unused.empty()) {
-    std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
-    return 2;
-  }
+  if (flags.HasUnknown()) return 2;
   PrintEnvironment("trace_size_bench");
 
   TrainingStream stream;
@@ -260,3 +252,8 @@ int main(int argc, char** argv) {
   writer_table.Print();
   return 0;
 }
+
+}  // namespace
+}  // namespace replay::bench
+
+int main(int argc, char** argv) { return replay::bench::Main(argc, argv); }

@@ -89,11 +89,7 @@ Run RunOnce(const std::string& parent, const Flags& flags, uint64_t n) {
   return run;
 }
 
-}  // namespace
-}  // namespace replay::bench
-
-int main(int argc, char** argv) {
-  using namespace replay::bench;
+int Main(int argc, char** argv) {
   Flags flags(argc, argv);
   bool quick = flags.Has("quick");
   uint64_t n = static_cast<uint64_t>(flags.Int("events", quick ? 1'000'000 : 20'000'000));
@@ -101,10 +97,7 @@ int main(int argc, char** argv) {
   std::string parent = flags.Str("dir", "");
   double max_others = static_cast<double>(flags.Int("max-others-pct", 25)) / 100;
   Options("", flags);  // marks the writer flags as known
-  if (auto unused = flags.Unused(); !unused.empty()) {
-    std::fprintf(stderr, "unknown flag --%s\n", unused[0].c_str());
-    return 2;
-  }
+  if (flags.HasUnknown()) return 2;
   PrintEnvironment("trace_throughput_bench");
   replay::WriterOptions defaults = Options("", flags);
   std::printf("# %llu events per run, %d runs; zstd level %d, ring %llu bytes per thread, "
@@ -156,3 +149,8 @@ int main(int argc, char** argv) {
               max_others, 4 * reps);
   return 0;
 }
+
+}  // namespace
+}  // namespace replay::bench
+
+int main(int argc, char** argv) { return replay::bench::Main(argc, argv); }

@@ -77,45 +77,36 @@ bool ParseOptions(int argc, char** argv, Options* options, std::string* error) {
       return false;
     };
 
+    // Reads the value into *out: a number that `ok` accepts, else "expected <what>".
+    auto number = [&](auto* out, auto ok, std::string_view what) {
+      if (!need_value()) return false;
+      return (ParseNumber(value, out) && ok(*out)) || bad(what);
+    };
+
     if (name == "--steps") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->steps) || options->steps < 1) {
-        return bad("an integer >= 1");
-      }
+      if (!number(&options->steps, [](int64_t v) { return v >= 1; }, "an integer >= 1")) return false;
     } else if (name == "--params") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->params) || options->params < 2 ||
-          options->params > (1 << 20)) {
-        return bad("an integer from 2 to 1048576");
+      if (!number(&options->params, [](int v) { return v >= 2 && v <= (1 << 20); }, "an integer from 2 to 1048576")) {
+        return false;
       }
     } else if (name == "--batch") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->batch) || options->batch < 1 ||
-          options->batch > (1 << 16)) {
-        return bad("an integer from 1 to 65536");
+      if (!number(&options->batch, [](int v) { return v >= 1 && v <= (1 << 16); }, "an integer from 1 to 65536")) {
+        return false;
       }
     } else if (name == "--lr") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->lr) || !std::isfinite(options->lr) || options->lr <= 0.0f) {
-        return bad("a positive number");
+      if (!number(&options->lr, [](float v) { return std::isfinite(v) && v > 0.0f; }, "a positive number")) {
+        return false;
       }
     } else if (name == "--seed") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->seed)) return bad("a non-negative integer");
+      if (!number(&options->seed, [](uint64_t) { return true; }, "a non-negative integer")) return false;
     } else if (name == "--ckpt-every") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->ckpt_every) || options->ckpt_every < 0) {
-        return bad("a non-negative integer");
-      }
+      if (!number(&options->ckpt_every, [](int64_t v) { return v >= 0; }, "a non-negative integer")) return false;
     } else if (name == "--ckpt-dir") {
       if (!need_value()) return false;
       if (value.empty()) return bad("a directory");
       options->ckpt_dir = value;
     } else if (name == "--resume") {
-      if (!need_value()) return false;
-      if (!ParseNumber(value, &options->resume) || options->resume < 1) {
-        return bad("a checkpointed step >= 1");
-      }
+      if (!number(&options->resume, [](int64_t v) { return v >= 1; }, "a checkpointed step >= 1")) return false;
     } else if (name == "--fault") {
       if (!need_value()) return false;
       Fault fault;
