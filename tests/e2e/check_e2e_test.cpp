@@ -27,21 +27,6 @@ RunResult Record(const std::string& dir, int ranks, const std::string& args, int
   return Run(Replay() + " record -o " + dir + " -- " + Train(ranks, args), timeout_s);
 }
 
-struct Checked {
-  int exit_code = -1;
-  json report;
-};
-
-Checked Check(const std::string& dir, const std::string& flags = "") {
-  RunResult r = Run(Replay() + " check --json " + flags + " " + dir, 60);
-  INFO(r.output);
-  Checked c;
-  c.exit_code = r.exit_code;
-  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
-  c.report = json::parse(r.output);
-  return c;
-}
-
 const json* FirstOf(const json& report, const std::string& kind) {
   for (const auto& f : report["findings"]) {
     if (f["kind"] == kind) return &f;
@@ -66,12 +51,9 @@ TEST_CASE("check finds nothing in clean runs at 1, 2 and 4 ranks, nor in faults 
       RunResult r = Record(tmp / "t", c.ranks, c.args);
       INFO(r.output);
       REQUIRE(r.exit_code == 0);
-      Checked k = Check(tmp / "t");
-      INFO(Titles(k.report));
-      CHECK(k.exit_code == 0);
-      CHECK(k.report["findings"].empty());
-      CHECK(k.report["notes"].empty());
-      CHECK(k.report["ranks"].size() == static_cast<size_t>(c.ranks));
+      const json k = CheckClean(tmp / "t");
+      CHECK(k["notes"].empty());
+      CHECK(k["ranks"].size() == static_cast<size_t>(c.ranks));
     }
   }
 }
@@ -114,20 +96,19 @@ TEST_CASE("check reports the count mismatch whatever MPI did after it", "[e2e]")
 TEST_CASE("check shows the order fault's deadlock across two communicators at 4 ranks", "[e2e]") {
   TempDir tmp;
   Record(tmp / "t", 4, "--steps 6 --fault order:rank=1,step=2", kHangTimeoutS);
-  Checked k = Check(tmp / "t");
-  INFO(Titles(k.report));
-  CHECK(k.exit_code == 1);
-  REQUIRE(k.report["findings"].size() >= 2);
+  const json k = CheckFaulty(tmp / "t");
+  INFO(Titles(k));
+  REQUIRE(k["findings"].size() >= 2);
   // Rank 1 went to the loss allreduce on WORLD before starting its metrics
   // iallreduce; its metrics partner, rank 3, waits for that iallreduce and so
   // never reaches WORLD's.
-  const json& first = k.report["findings"][0];
+  const json& first = k["findings"][0];
   CHECK(first["kind"] == "missing_ranks");
   CHECK(first["comm"]["name"] == "split(WORLD, color=1)");
   CHECK(first["ranks"] == json::array({1}));
   CHECK(first["data"]["missing"][0]["blocked_in"]["comm_name"] == "WORLD");
   CHECK(first["data"]["deadlock"][0]["ranks"] == json::array({1}));
-  const json& second = k.report["findings"][1];
+  const json& second = k["findings"][1];
   CHECK(second["kind"] == "missing_ranks");
   CHECK(second["comm"]["name"] == "WORLD");
   CHECK(second["ranks"] == json::array({3}));
@@ -141,11 +122,10 @@ TEST_CASE("check names the rank whose gradient first held a NaN", "[e2e]") {
       TempDir tmp;
       int culprit = ranks - 1;
       REQUIRE(Record(tmp / "t", ranks, "--steps 4 --fault nan:rank=" + std::to_string(culprit) + ",step=3").exit_code == 0);
-      Checked k = Check(tmp / "t");
-      INFO(Titles(k.report));
-      CHECK(k.exit_code == 1);
-      REQUIRE(k.report["findings"].size() == 1);
-      const json& f = k.report["findings"][0];
+      const json k = CheckFaulty(tmp / "t");
+      INFO(Titles(k));
+      REQUIRE(k["findings"].size() == 1);
+      const json& f = k["findings"][0];
       CHECK(f["kind"] == "nan_inf");
       CHECK(f["ranks"] == json::array({culprit}));
       CHECK(f["comm"]["name"] == "dup(WORLD)");
@@ -160,16 +140,14 @@ TEST_CASE("check reports the crash first, then the ranks it left waiting", "[e2e
     DYNAMIC_SECTION(ranks << " ranks") {
       TempDir tmp;
       Record(tmp / "t", ranks, "--steps 6 --fault crash:rank=1,step=2", 30);
-      Checked k = Check(tmp / "t");
-      INFO(Titles(k.report));
-      CHECK(k.exit_code == 1);
-      REQUIRE(k.report["findings"].size() >= 1);
-      const json& f = k.report["findings"][0];
+      const json k = CheckFaulty(tmp / "t");  // at least one finding
+      INFO(Titles(k));
+      const json& f = k["findings"][0];
       CHECK(f["kind"] == "error");
       CHECK(f["ranks"] == json::array({1}));
       CHECK(f["data"]["signal"] == "SIGSEGV");
       CHECK(std::find(f["categories"].begin(), f["categories"].end(), "segmentation fault") != f["categories"].end());
-      const json* missing = FirstOf(k.report, "missing_ranks");
+      const json* missing = FirstOf(k, "missing_ranks");
       if (missing != nullptr) CHECK((*missing)["ranks"] == json::array({1}));
     }
   }
@@ -299,12 +277,13 @@ TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Fin
       REQUIRE(victim > 0);
       kill(victim, SIGKILL);
       WaitEnded(job);
-      Checked checked = Check(job.dir);
-      INFO(Titles(checked.report) << Run("cat " + tmp / "log").output);
-      CHECK(checked.exit_code == 1);
+      int code = -1;
+      const json checked = CheckTrace(job.dir, &code);
+      INFO(Titles(checked) << Run("cat " + tmp / "log").output);
+      CHECK(code == 1);
       // Mid-job, the others may be left waiting for it: then the hang names it.
       const json* named = nullptr;
-      for (const json& f : checked.report["findings"]) {
+      for (const json& f : checked["findings"]) {
         for (const json& r : f["ranks"]) {
           if (r == c.victim && named == nullptr) named = &f;
         }
@@ -315,7 +294,7 @@ TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Fin
         CHECK((*named)["title"].get<std::string>().rfind(c.title, 0) == 0);
         CHECK((*named)["data"]["first"] == c.victim);
       }
-      CHECK(checked.report["ranks"][c.victim]["doing"].get<std::string>().find("killed without a recorded signal") !=
+      CHECK(checked["ranks"][c.victim]["doing"].get<std::string>().find("killed without a recorded signal") !=
             std::string::npos);
     }
   }
@@ -328,16 +307,17 @@ TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Fin
       REQUIRE(launcher > 1);
       kill(launcher, signo);
       WaitEnded(job);
-      Checked checked = Check(job.dir);
-      INFO(Titles(checked.report) << Run("cat " + tmp / "log").output);
+      int code = -1;
+      const json checked = CheckTrace(job.dir, &code);
+      INFO(Titles(checked) << Run("cat " + tmp / "log").output);
       // Both ranks are told of: stopped by mpirun's SIGTERM, or made to exit
       // by the loss of their launcher. One may be left waiting for the other
       // first, which a hang finding then tells.
-      CHECK(checked.exit_code == 1);
-      REQUIRE(!checked.report["findings"].empty());
-      const json& f = checked.report["findings"][0];
+      CHECK(code == 1);
+      REQUIRE(!checked["findings"].empty());
+      const json& f = checked["findings"][0];
       if (f["kind"] == "error") CHECK(f["ranks"] == json::array({0, 1}));
-      for (const json& r : checked.report["ranks"]) {
+      for (const json& r : checked["ranks"]) {
         std::string doing = r["doing"].get<std::string>();
         CHECK((doing.find("killed by SIGTERM") != std::string::npos ||
                doing.find("exited without calling MPI_Finalize") != std::string::npos));

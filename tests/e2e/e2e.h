@@ -32,6 +32,25 @@ using testing::TestProgram;
 using testing::Titles;
 using testing::TraceRank;
 
+// What `command` printed, run to an end that must be a success.
+inline std::string Succeeded(const std::string& command, int timeout_s = 120) {
+  RunResult r = Run(command, timeout_s);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// The check of a trace in `dir` that holds nothing wrong: check exits 0 and
+// finds nothing. Its report.
+inline json CheckClean(const std::string& dir) {
+  int exit_code = -1;
+  json report = CheckTrace(dir, &exit_code);
+  INFO(Titles(report));
+  CHECK(exit_code == 0);
+  CHECK(report["findings"].empty());
+  return report;
+}
+
 // The first finding of the check of a faulty trace in `dir` (check exits 1):
 // of `kind`, in a call of `op`, against exactly `ranks`.
 inline json FirstFinding(const std::string& dir, const std::string& kind, const std::string& op, const json& ranks) {

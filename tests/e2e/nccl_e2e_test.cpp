@@ -121,11 +121,7 @@ TEST_CASE("an NCCL job is recorded whole: communicators, groups, every operation
     CHECK(allreduces >= 4 * 3);  // gradients, metrics and loss at each step
   }
   // A clean job has nothing to report.
-  int code = -1;
-  json k = CheckTrace(tmp / "t", &code);
-  INFO(Titles(k));
-  CHECK(code == 0);
-  CHECK(k["findings"].empty());
+  CheckClean(tmp / "t");
 }
 
 TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and where it waits instead",
@@ -338,10 +334,8 @@ TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing i
           "[e2e][nccl]") {
   TempDir tmp;
   const std::string args = "--steps 1 --capture";
-  RunResult plain = Run(DeviceProgram(2, args));
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
-  CHECK(Grep(plain.output, "captured nodes 0").size() == 2);
+  const std::string plain = Succeeded(DeviceProgram(2, args));
+  CHECK(Grep(plain, "captured nodes 0").size() == 2);
   for (const char* level : {"meta", "hash", "data"}) {
     INFO("level " << level);
     RunResult rec = Run(Replay() + " record --level " + level + " -o " + (tmp / level) + " -- " + DeviceProgram(2, args));
@@ -349,7 +343,7 @@ TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing i
     REQUIRE(rec.exit_code == 0);
     // Neither a completion event nor a staging copy went into the graph.
     CHECK(Grep(rec.output, "captured nodes 0").size() == 2);
-    CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+    CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain, "step ")));
     for (auto& [rank, r] : ReadTrace(tmp / level)) {
       INFO("rank " << rank);
       std::map<uint64_t, bool> captured;  // request -> captured
@@ -449,10 +443,7 @@ TEST_CASE("device buffers: completions come from CUDA events, data from copies m
     }
     CHECK(kernels == 2 * 3);
   }
-  int code = -1;
-  json k = CheckTrace(tmp / "t", &code);
-  INFO(Titles(k));
-  CHECK(code == 0);
+  CheckClean(tmp / "t");
   // The two ranks' sends of one step are fingerprinted alike on both sides:
   // each rank's receive is what its neighbour sent.
   std::map<int, std::vector<uint64_t>> sent, received;
@@ -608,14 +599,12 @@ TEST_CASE("a device reset between steps leaves every completion recorded and the
   TempDir tmp;
   // Two steps, cudaDeviceReset's driver call, two more steps in the new context.
   const std::string args = "--steps 2 --reset --counters";
-  RunResult plain = Run(DeviceProgram(2, args));
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
-  REQUIRE(Grep(plain.output, "step 4 ").size() == 2);
+  const std::string plain = Succeeded(DeviceProgram(2, args));
+  REQUIRE(Grep(plain, "step 4 ").size() == 2);
   RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, args));
   INFO(rec.output);
   REQUIRE(rec.exit_code == 0);
-  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain, "step ")));
   // Nothing of the destroyed context was used after it went: no launch of the
   // kernel loaded there, no query of the events placed there.
   auto teardown = TeardownCounters(rec.output);
@@ -648,10 +637,7 @@ TEST_CASE("a device reset between steps leaves every completion recorded and the
     CHECK(completed == static_cast<int>(ops.size()));
     CHECK(errors == 0);
   }
-  int code = -1;
-  json found = CheckTrace(tmp / "t", &code);
-  INFO(Titles(found));
-  CHECK(code == 0);
+  CheckClean(tmp / "t");
 }
 
 TEST_CASE("an NCCL operation whose stream fails is recorded with the CUDA error, not as completed", "[e2e][nccl]") {

@@ -30,15 +30,19 @@ std::string Record(const std::string& dir, const std::string& command, const std
 std::vector<std::string> Checksums(const std::string& output) { return Sorted(Grep(output, "checksum")); }
 
 // The checksums `program` prints when run without the recorder; it must succeed.
-std::vector<std::string> PlainChecksums(const std::string& program) {
-  RunResult plain = Run(program);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
-  return Checksums(plain.output);
-}
+std::vector<std::string> PlainChecksums(const std::string& program) { return Checksums(Succeeded(program)); }
 
 std::string Train(int ranks, const std::string& args) {
   return Mpirun(ranks) + " " + testing::MpiTrain() + " " + args;
+}
+
+// The trace of the trainer recorded at `ranks` ranks with `args` into `dir`;
+// the recording must succeed.
+std::map<int, TraceRank> RecordedTrainer(const std::string& dir, int ranks, const std::string& args) {
+  RunResult r = Run(Record(dir, Train(ranks, args)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return ReadTrace(dir);
 }
 
 // The communicator identity a rank's op at `api` index `i` used.
@@ -185,10 +189,7 @@ TEST_CASE("the mismatch fault records the differing count", "[e2e]") {
 
 TEST_CASE("the nan fault shows where the NaN entered", "[e2e]") {
   TempDir tmp;
-  RunResult r = Run(Record(tmp / "t", Train(4, "--steps 5 --fault nan:rank=3,step=2")));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  auto trace = ReadTrace(tmp / "t");
+  auto trace = RecordedTrainer(tmp / "t", 4, "--steps 5 --fault nan:rank=3,step=2");
   uint64_t grad = CommOf(trace[0], "MPI_Allreduce", 0);
   for (auto& [rank, rk] : trace) {
     INFO("rank " << rank);
@@ -211,10 +212,7 @@ TEST_CASE("the nan fault shows where the NaN entered", "[e2e]") {
 
 TEST_CASE("the unseeded fault records the entropy each rank drew", "[e2e]") {
   TempDir tmp;
-  RunResult r = Run(Record(tmp / "t", Train(2, "--steps 3 --fault unseeded")));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  auto trace = ReadTrace(tmp / "t");
+  auto trace = RecordedTrainer(tmp / "t", 2, "--steps 3 --fault unseeded");
   for (auto& [rank, rk] : trace) {
     INFO("rank " << rank);
     auto entropy = rk.OfKind(EventKind::kEntropy);
@@ -229,10 +227,7 @@ TEST_CASE("the unseeded fault records the entropy each rank drew", "[e2e]") {
 
 TEST_CASE("the race fault records which source each wildcard receive matched", "[e2e]") {
   TempDir tmp;
-  RunResult r = Run(Record(tmp / "t", Train(4, "--steps 3 --fault race")));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  auto trace = ReadTrace(tmp / "t");
+  auto trace = RecordedTrainer(tmp / "t", 4, "--steps 3 --fault race");
   const TraceRank& root = trace[0];
   std::multiset<int> sources;
   std::map<int, uint64_t> per_source;

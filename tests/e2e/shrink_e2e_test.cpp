@@ -25,6 +25,15 @@ RunResult RecordTrainer(const std::string& dir, int ranks, const std::string& ar
              timeout_s + 30);
 }
 
+// `replay shrink` of the trace in TMP/t into TMP/out, with `options` and with
+// `env` (variables, each followed by a space) set; it must succeed. What it printed.
+std::string Shrunk(const TempDir& tmp, const std::string& options = "", const std::string& env = "") {
+  RunResult s = Run(env + Replay() + kShrink + options + (tmp / "t") + " -o " + (tmp / "out"), 600);
+  INFO(s.output);
+  REQUIRE(s.exit_code == 0);
+  return s.output;
+}
+
 json CheckJson(const std::string& dir) {
   int exit_code = -1;
   return CheckTrace(dir, &exit_code);
@@ -96,10 +105,9 @@ TEST_CASE("shrink reduces the trainer's hang to 2 ranks of at most 4 calls, and 
   json recorded = CheckJson(tmp / "t");
   REQUIRE(FindingOf(recorded, "missing_ranks", "MPI_Allreduce", "dup(WORLD)") != nullptr);
 
-  RunResult s = Run(Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
-  INFO(s.output);
-  REQUIRE(s.exit_code == 0);
-  CHECK(Grep(s.output, "ranks").size() >= 3);  // a line per accepted reduction
+  const std::string shrunk = Shrunk(tmp);
+  INFO(shrunk);
+  CHECK(Grep(shrunk, "ranks").size() >= 3);  // a line per accepted reduction
   // The reduced trace: 2 ranks, at most 4 calls each, the same finding.
   const json f = ReducedFinding(tmp / "out", "missing_ranks");
   REQUIRE(f["ranks"].size() == 1);
@@ -162,9 +170,7 @@ TEST_CASE("shrink of a fault across two communicators keeps the split", "[e2e]")
   TempDir tmp;
   RecordTrainer(tmp / "t", 4, "--steps 6 --fault order:rank=1,step=3", kHangTimeoutS);
   REQUIRE(FindingOf(CheckJson(tmp / "t"), "missing_ranks", "MPI_Iallreduce", "split(WORLD, color=1)") != nullptr);
-  RunResult s = Run(Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
-  INFO(s.output);
-  REQUIRE(s.exit_code == 0);
+  Shrunk(tmp);
   json reduced = CheckJson(tmp / "out");
   INFO(Titles(reduced));
   CHECK(reduced["world_size"] == 2);
@@ -212,10 +218,9 @@ TEST_CASE("shrink reduces LAMMPS with a rank stopped mid-run to 2 ranks, and rep
   const std::string kind = recorded["findings"][0]["kind"];
   REQUIRE((kind == "unmatched_p2p" || kind == "missing_ranks" || kind == "never_completed"));
 
-  RunResult s = Run(Replay() + kShrink + "--budget 400 " + (tmp / "t") + " -o " + (tmp / "out"), 600);
-  INFO(s.output);
-  REQUIRE(s.exit_code == 0);
-  CHECK(Grep(s.output, "last calls").size() == 1);  // started from the end of the job
+  const std::string shrunk = Shrunk(tmp, "--budget 400 ");
+  INFO(shrunk);
+  CHECK(Grep(shrunk, "last calls").size() == 1);  // started from the end of the job
   json reduced = CheckJson(tmp / "out");
   INFO(Titles(reduced));
   CHECK(reduced["world_size"] == 2);
@@ -300,9 +305,7 @@ TEST_CASE("shrink keeps an NCCL count mismatch, and repro.c built against NCCL's
                       60);
   INFO(rec.output);
   REQUIRE(FindingOf(CheckJson(tmp / "t"), "mismatch", "ncclAllReduce", "split(nccl, color=0)@1") != nullptr);
-  RunResult s = Run(libs + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
-  INFO(s.output);
-  REQUIRE(s.exit_code == 0);
+  Shrunk(tmp, "", libs);
   json reduced = CheckJson(tmp / "out");
   INFO(Titles(reduced));
   CHECK(reduced["world_size"] == 2);
@@ -348,9 +351,7 @@ TEST_CASE("shrink keeps an error NCCL returns, down to one rank, and repro.c get
   REQUIRE(!recorded["findings"].empty());
   REQUIRE(recorded["findings"][0]["kind"] == "error");
   REQUIRE(recorded["findings"][0]["op"] == "ncclSend");
-  RunResult s = Run(libs + Replay() + kShrink + (tmp / "t") + " -o " + (tmp / "out"), 600);
-  INFO(s.output);
-  REQUIRE(s.exit_code == 0);
+  Shrunk(tmp, "", libs);
   json reduced = CheckJson(tmp / "out");
   INFO(Titles(reduced));
   CHECK(reduced["world_size"] == 1);
