@@ -105,16 +105,14 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddBundleCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("bundle", "Pack a trace into one file to attach to a bug report (secrets redacted)");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
-  cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
+  auto [cmd, opt] = AddCommand<Options>(
+      app, "bundle", "Pack a trace into one file to attach to a bug report (secrets redacted)", kHelp, exit_code, Run);
+  AddTraceArgument(cmd, &opt->dir);
   cmd->add_option("-o,--output", opt->out, "The bundle file to write (e.g. job.rpb)")->required();
   cmd->add_flag("--no-payloads", opt->no_payloads, "Leave out the received bytes (level data)");
   cmd->add_option("--ranks", opt->ranks, "Only these world ranks, e.g. 0,2,5-7");
   cmd->add_flag("--no-redact", opt->no_redact, "Keep values that look like secrets");
   cmd->add_flag("--json", opt->json, "Print what was written as JSON");
-  cmd->callback([=] { *exit_code = Run(*opt); });
 }
 
 }  // namespace replay::cli

@@ -45,6 +45,15 @@ nothing was found but part of it could not be (an unreadable rank, events lost
 to damage): the headline and the notes say what.
 --json output is described in docs/check.md.)";
 
+struct Options {
+  std::string dir;
+  bool json = false;
+  bool live = false;
+  double min_wait_s = -1;
+  int threads = 0;
+  bool brief = false;
+};
+
 void PrintText(const CheckReport& r, bool brief) {
   size_t n = r.findings.size();
   std::string verdict = Paint(Color::kGreen, "no findings");
@@ -119,23 +128,17 @@ int Run(const std::string& dir, bool json, bool live, double min_wait_s, int thr
 }  // namespace
 
 void AddCheckCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("check", "Find what went wrong across ranks: hangs, mismatches, NaN, config");
-  cmd->footer(kHelp);
-  auto dir = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  auto live = std::make_shared<bool>(false);
-  auto brief = std::make_shared<bool>(false);
-  auto min_wait = std::make_shared<double>(-1);
-  auto threads = std::make_shared<int>(0);
-  cmd->add_option("DIR", *dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
-  cmd->add_flag("--json", *json, "Print JSON instead of text (docs/check.md)");
-  cmd->add_flag("--live", *live, "The job is still running (e.g. hung right now)");
-  cmd->add_option("--min-wait", *min_wait, "Seconds a call must stay in progress to count as stuck (default 0.5)")
+  auto [cmd, opt] = AddCommand<Options>(
+      app, "check", "Find what went wrong across ranks: hangs, mismatches, NaN, config", kHelp, exit_code,
+      [](const Options& o) { return Run(o.dir, o.json, o.live, o.min_wait_s, o.threads, o.brief); });
+  AddTraceArgument(cmd, &opt->dir);
+  cmd->add_flag("--json", opt->json, "Print JSON instead of text (docs/check.md)");
+  cmd->add_flag("--live", opt->live, "The job is still running (e.g. hung right now)");
+  cmd->add_option("--min-wait", opt->min_wait_s, "Seconds a call must stay in progress to count as stuck (default 0.5)")
       ->check(AtLeast(0, "a number of seconds"));
-  cmd->add_option("--threads", *threads, "Threads reading ranks (default: one per core, at most 8)")
+  cmd->add_option("--threads", opt->threads, "Threads reading ranks (default: one per core, at most 8)")
       ->check(AtLeast(0, "a number of threads"));
-  cmd->add_flag("--brief", *brief, "One line per finding");
-  cmd->callback([=] { *exit_code = Run(*dir, *json, *live, *min_wait, *threads, *brief); });
+  cmd->add_flag("--brief", opt->brief, "One line per finding");
 }
 
 }  // namespace replay::cli

@@ -27,6 +27,15 @@ that differ between the runs are listed too.
 Exit status: 0 the runs agree, 1 they diverge, 2 a trace could not be read, or
 no divergence was found but some rank could not be compared.)";
 
+struct Options {
+  std::string a;
+  std::string b;
+  bool json = false;
+  int context = 3;
+  std::vector<int32_t> ranks;
+  bool ignore_sites = false;
+};
+
 void PrintEvent(const char* prefix, const DiffEvent& e) {
   std::printf("    %s %s\n", prefix, e.text.c_str());
 }
@@ -118,21 +127,16 @@ int Run(const std::string& a_dir, const std::string& b_dir, bool json, int conte
 }  // namespace
 
 void AddDiffCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("diff", "Find where two recordings of the same job first diverge");
-  cmd->footer(kHelp);
-  auto a = std::make_shared<std::string>();
-  auto b = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  auto context = std::make_shared<int>(3);
-  auto ranks = std::make_shared<std::vector<int32_t>>();
-  auto ignore_sites = std::make_shared<bool>(false);
-  cmd->add_option("A", *a, "First trace directory")->required();
-  cmd->add_option("B", *b, "Second trace directory")->required();
-  cmd->add_flag("--json", *json, "Print JSON instead of text (docs/check.md)");
-  cmd->add_option("-C,--context", *context, "Events of context around each divergence")->check(AtLeast(0, "a number of events"));
-  cmd->add_option("-r,--rank", *ranks, "Only these ranks (repeatable)");
-  cmd->add_flag("--ignore-call-sites", *ignore_sites, "Do not compare call sites (the binaries differ)");
-  cmd->callback([=] { *exit_code = Run(*a, *b, *json, *context, *ranks, *ignore_sites); });
+  auto [cmd, opt] =
+      AddCommand<Options>(app, "diff", "Find where two recordings of the same job first diverge", kHelp, exit_code,
+                          [](const Options& o) { return Run(o.a, o.b, o.json, o.context, o.ranks, o.ignore_sites); });
+  cmd->add_option("A", opt->a, "First trace directory")->required();
+  cmd->add_option("B", opt->b, "Second trace directory")->required();
+  cmd->add_flag("--json", opt->json, "Print JSON instead of text (docs/check.md)");
+  cmd->add_option("-C,--context", opt->context, "Events of context around each divergence")
+      ->check(AtLeast(0, "a number of events"));
+  cmd->add_option("-r,--rank", opt->ranks, "Only these ranks (repeatable)");
+  cmd->add_flag("--ignore-call-sites", opt->ignore_sites, "Do not compare call sites (the binaries differ)");
 }
 
 }  // namespace replay::cli

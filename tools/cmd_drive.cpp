@@ -265,9 +265,8 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddDriveCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("drive", "Re-issue a trace's communication without the application");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
+  auto [cmd, opt] = AddCommand<Options>(app, "drive", "Re-issue a trace's communication without the application", kHelp,
+                                        exit_code, [](const Options& o) { return RunOnTrace("drive", o, Run); });
   cmd->add_option("DIR", opt->dir, "Trace directory")->required();
   cmd->add_option("--ranks", opt->ranks, "Re-issue only these ranks (e.g. 0,2); the rest is served from the trace");
   cmd->add_option("--payload", opt->payload, "recorded or synthetic (default) message bytes");
@@ -277,7 +276,6 @@ void AddDriveCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", opt->timeout_s, "Seconds before a drive that hangs is stopped (default 60)")
       ->check(Positive("a number of seconds"));
   cmd->add_option("--keep", opt->keep, "Keep the drive's own trace in this directory");
-  cmd->callback([=] { *exit_code = RunOnTrace("drive", *opt, Run); });
 }
 
 }  // namespace replay::cli

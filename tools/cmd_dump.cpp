@@ -21,6 +21,13 @@ Exit status: 0 when the trace was read, 2 when it (or one of the ranks asked
 for) could not be, or the range selects no event; the ranks that could be read
 are printed all the same.)";
 
+struct Options {
+  std::string dir;
+  std::vector<int> ranks;
+  std::string events;
+  bool json = false;
+};
+
 struct Range {
   uint64_t first = 0;
   uint64_t last = std::numeric_limits<uint64_t>::max();
@@ -153,17 +160,12 @@ int Run(const std::string& dir, const std::vector<int>& ranks, const std::string
 }  // namespace
 
 void AddDumpCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("dump", "Print the recorded events");
-  cmd->footer(kHelp);
-  auto dir = std::make_shared<std::string>();
-  auto ranks = std::make_shared<std::vector<int>>();
-  auto events = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  cmd->add_option("DIR", *dir, "Trace directory")->required();
-  cmd->add_option("--rank,-r", *ranks, "Only these ranks (repeatable)");
-  cmd->add_option("--events,-e", *events, "Only events N, N-M or N-");
-  cmd->add_flag("--json", *json, "Print JSON instead of text");
-  cmd->callback([=] { *exit_code = Run(*dir, *ranks, *events, *json); });
+  auto [cmd, opt] = AddCommand<Options>(app, "dump", "Print the recorded events", kHelp, exit_code,
+                                        [](const Options& o) { return Run(o.dir, o.ranks, o.events, o.json); });
+  cmd->add_option("DIR", opt->dir, "Trace directory")->required();
+  cmd->add_option("--rank,-r", opt->ranks, "Only these ranks (repeatable)");
+  cmd->add_option("--events,-e", opt->events, "Only events N, N-M or N-");
+  cmd->add_flag("--json", opt->json, "Print JSON instead of text");
 }
 
 }  // namespace replay::cli

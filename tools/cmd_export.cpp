@@ -291,18 +291,17 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddExportCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "export", "Write a trace for other tools: Perfetto timeline (JSON or protobuf), JSON Lines, Flight Recorder dumps");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
-  cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
+  auto [cmd, opt] = AddCommand<Options>(
+      app, "export",
+      "Write a trace for other tools: Perfetto timeline (JSON or protobuf), JSON Lines, Flight Recorder dumps", kHelp,
+      exit_code, Run);
+  AddTraceArgument(cmd, &opt->dir);
   cmd->add_option("--format,-f", opt->format, "perfetto, pftrace, jsonl or flight-recorder")->required();
   cmd->add_option("-o,--output", opt->out,
                   "File (perfetto, pftrace, jsonl; - for stdout, jsonl's default) or directory (flight-recorder)");
   cmd->add_flag("--json", opt->json, "flight-recorder: JSON dumps instead of pickles");
   cmd->add_option("--ranks", opt->ranks, "Only these world ranks, e.g. 0,2,5-7");
   cmd->add_option("--window", opt->window, "perfetto, pftrace: only START:END (seconds) or first-finding[:SECONDS]");
-  cmd->callback([=] { *exit_code = Run(*opt); });
 }
 
 }  // namespace replay::cli

@@ -33,6 +33,12 @@ by [REDACTED:N], as `replay bundle` does; --no-redact shows it as recorded.
 
 Exit status: 0 when the trace was read, 2 when it could not be.)";
 
+struct Options {
+  std::string dir;
+  bool json = false;
+  bool no_redact = false;
+};
+
 // What the summary shows of one rank, taken from one walk over its events
 // (read as a stream: a rank's decoded events can take hundreds of MiB, and the
 // trace may have many ranks).
@@ -256,15 +262,11 @@ int Run(const std::string& dir, bool json, bool redact) {
 }  // namespace
 
 void AddInfoCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("info", "Summarise a trace: ranks, status, events, sizes");
-  cmd->footer(kHelp);
-  auto dir = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  auto no_redact = std::make_shared<bool>(false);
-  cmd->add_option("DIR", *dir, "Trace directory")->required();
-  cmd->add_flag("--json", *json, "Print JSON instead of text");
-  cmd->add_flag("--no-redact", *no_redact, "Show the recorded command with its secrets");
-  cmd->callback([=] { *exit_code = Run(*dir, *json, !*no_redact); });
+  auto [cmd, opt] = AddCommand<Options>(app, "info", "Summarise a trace: ranks, status, events, sizes", kHelp,
+                                        exit_code, [](const Options& o) { return Run(o.dir, o.json, !o.no_redact); });
+  cmd->add_option("DIR", opt->dir, "Trace directory")->required();
+  cmd->add_flag("--json", opt->json, "Print JSON instead of text");
+  cmd->add_flag("--no-redact", opt->no_redact, "Show the recorded command with its secrets");
 }
 
 }  // namespace replay::cli

@@ -59,6 +59,13 @@ and the trace says where it stops.
 
 Exit status: COMMAND's, or 2 when the trace directory cannot be made.)";
 
+struct Options {
+  std::string dir;
+  std::string level = "hash";
+  bool force = false;
+  std::vector<std::string> command;
+};
+
 // Below this much free space, record warns before starting the job.
 constexpr int64_t kLowDiskBytes = 64ll << 20;
 
@@ -244,17 +251,12 @@ int Run(std::string dir, const std::string& level, bool force, const std::vector
 }  // namespace
 
 void AddRecordCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("record", "Run a command with the recorder preloaded");
-  cmd->footer(kHelp);
-  auto dir = std::make_shared<std::string>();
-  auto level = std::make_shared<std::string>("hash");
-  auto force = std::make_shared<bool>(false);
-  auto command = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("-o,--output", *dir, "Trace directory (default: replay-YYYYMMDD-HHMMSS)");
-  cmd->add_option("--level", *level, "meta, hash (default) or data");
-  cmd->add_flag("--force", *force, "Record into a directory that is not empty");
-  cmd->add_option("COMMAND", *command, "The command to run, after --")->required();
-  cmd->callback([=] { *exit_code = Run(*dir, *level, *force, *command); });
+  auto [cmd, opt] = AddCommand<Options>(app, "record", "Run a command with the recorder preloaded", kHelp, exit_code,
+                                        [](const Options& o) { return Run(o.dir, o.level, o.force, o.command); });
+  cmd->add_option("-o,--output", opt->dir, "Trace directory (default: replay-YYYYMMDD-HHMMSS)");
+  cmd->add_option("--level", opt->level, "meta, hash (default) or data");
+  cmd->add_flag("--force", opt->force, "Record into a directory that is not empty");
+  cmd->add_option("COMMAND", opt->command, "The command to run, after --")->required();
 }
 
 }  // namespace replay::cli

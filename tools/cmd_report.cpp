@@ -90,14 +90,12 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddReportCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("report", "Write the findings as a self-contained HTML page, or as Markdown");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
-  cmd->add_option("DIR", opt->dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
+  auto [cmd, opt] = AddCommand<Options>(
+      app, "report", "Write the findings as a self-contained HTML page, or as Markdown", kHelp, exit_code, Run);
+  AddTraceArgument(cmd, &opt->dir);
   cmd->add_option("-o,--output", opt->out, "File to write (default: report.html; Markdown: stdout)");
   cmd->add_flag("--markdown", opt->markdown, "Markdown to paste into an issue instead of HTML");
   cmd->add_flag("--no-redact", opt->no_redact, "Show secrets in the command and settings as recorded");
-  cmd->callback([=] { *exit_code = Run(*opt); });
 }
 
 }  // namespace replay::cli

@@ -376,9 +376,8 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddRerunCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("rerun", "Re-run a recorded rank alone, served from the trace");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
+  auto [cmd, opt] = AddCommand<Options>(app, "rerun", "Re-run a recorded rank alone, served from the trace", kHelp,
+                                        exit_code, [](const Options& o) { return RunOnTrace("rerun", o, Run); });
   cmd->add_option("DIR", opt->dir, "Trace directory (recorded at level data)")->required();
   cmd->add_option("--rank,-r", opt->rank, "The rank to re-run")->check(AtLeast(0, "a rank number"));
   cmd->add_flag("--all", opt->all, "Re-run every rank, really communicating (COMMAND is the launcher line)");
@@ -388,7 +387,6 @@ void AddRerunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--require-same-command", opt->require_same_command,
                 "Refuse to run a command other than the recorded one (default: warn)");
   cmd->add_option("COMMAND", opt->command, "The program to run, after --")->required();
-  cmd->callback([=] { *exit_code = RunOnTrace("rerun", *opt, Run); });
 }
 
 }  // namespace replay::cli

@@ -392,9 +392,9 @@ int Run(const Options& opt) {
 }  // namespace
 
 void AddShrinkCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("shrink", "Reduce a failing job to the smallest one that fails the same way");
-  cmd->footer(kHelp);
-  auto opt = std::make_shared<Options>();
+  auto [cmd, opt] =
+      AddCommand<Options>(app, "shrink", "Reduce a failing job to the smallest one that fails the same way", kHelp,
+                          exit_code, [](const Options& o) { return RunOnTrace("shrink", o, Run); });
   cmd->add_option("DIR", opt->dir, "Trace directory (or bundle)")->required();
   cmd->add_option("-o,--output", opt->out, "Directory to write the reduced job into (must not exist)")->required();
   cmd->add_option("--keep", opt->keep, "Kind of finding to keep (default: the first a drive can show)");
@@ -403,7 +403,6 @@ void AddShrinkCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--jobs", opt->jobs, "Candidates driven at once (default: as the cores allow)");
   cmd->add_option("--backend", opt->backend, "How NCCL calls are re-issued: auto (default), host or nccl");
   cmd->add_flag("-v,--verbose", opt->verbose, "A line on each candidate: its size, and why it was kept or not");
-  cmd->callback([=] { *exit_code = RunOnTrace("shrink", *opt, Run); });
 }
 
 }  // namespace replay::cli

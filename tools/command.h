@@ -6,7 +6,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "replay/status.h"
 
@@ -23,6 +25,21 @@ struct CommandEntry {
   const char* name;
   AddCommandFn add;
 };
+
+// Adds subcommand `name` with its one-line `summary` and the `help` shown
+// below its options. Its options fill one Options, kept alive by the
+// subcommand's callback; when the subcommand is chosen, `run(options)` gives
+// `*exit_code`. Returns the subcommand, to add its options to, and that
+// Options.
+template <typename Options, typename Run>
+std::pair<CLI::App*, Options*> AddCommand(CLI::App& app, const char* name, const char* summary, const char* help,
+                                          int* exit_code, Run run) {
+  CLI::App* cmd = app.add_subcommand(name, summary);
+  cmd->footer(help);
+  auto opt = std::make_shared<Options>();
+  cmd->callback([opt, exit_code, run] { *exit_code = run(*opt); });
+  return {cmd, opt.get()};
+}
 
 // Prints "replay <command>: <message>" on stderr (just "replay: " for an empty
 // command) and returns kExitBadInput.

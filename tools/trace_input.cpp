@@ -117,6 +117,10 @@ Result<std::unique_ptr<TraceReader>> OpenTrace(const std::string& path) {
   return TraceReader::Open(dir);
 }
 
+void AddTraceArgument(CLI::App* cmd, std::string* dir) {
+  cmd->add_option("DIR", *dir, "Trace directory (or bundle, or Flight Recorder dumps)")->required();
+}
+
 Result<std::vector<int32_t>> ParseRankList(const std::string& text) {
   std::vector<int32_t> ranks;
   auto bad = [&](const std::string& item) {

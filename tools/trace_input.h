@@ -43,6 +43,10 @@ int RunOnTrace(const std::string& command, Options options, Run&& run) {
   return run(options);
 }
 
+// Adds the required DIR argument of a command that takes any of the inputs
+// above, into `*dir`, which must outlive `cmd`.
+void AddTraceArgument(CLI::App* cmd, std::string* dir);
+
 // Parses a list of world ranks as given to --ranks: "0,2,5-7". Sorted, without
 // duplicates; InvalidArgument saying what is wrong otherwise.
 Result<std::vector<int32_t>> ParseRankList(const std::string& text);

@@ -513,67 +513,60 @@ void Driver::Collective(const Event& e, bool has_ret) {
   const int* sds = p->displs_a.data();
   const int* rcs = p->counts_b.data();
   const int* rds = p->displs_b.data();
+  // The collective's blocking form, or its non-blocking one completing through
+  // *req: the same arguments either way.
+  auto call = [&](auto blocking, auto immediate, auto... args) {
+    return nonblocking ? immediate(args..., req) : blocking(args...);
+  };
   int rc = MPI_SUCCESS;
   switch (op.kind) {
     case OpKind::kBarrier:
-      rc = nonblocking ? MPI_Ibarrier(comm, req) : MPI_Barrier(comm);
+      rc = call(MPI_Barrier, MPI_Ibarrier, comm);
       break;
     case OpKind::kBcast:
-      rc = nonblocking ? MPI_Ibcast(sb, sc, type, op.root, comm, req) : MPI_Bcast(sb, sc, type, op.root, comm);
+      rc = call(MPI_Bcast, MPI_Ibcast, sb, sc, type, op.root, comm);
       break;
     case OpKind::kReduce:
-      rc = nonblocking ? MPI_Ireduce(sb, rb, sc, type, redop, op.root, comm, req)
-                       : MPI_Reduce(sb, rb, sc, type, redop, op.root, comm);
+      rc = call(MPI_Reduce, MPI_Ireduce, sb, rb, sc, type, redop, op.root, comm);
       break;
     case OpKind::kAllreduce:
-      rc = nonblocking ? MPI_Iallreduce(sb, rb, sc, type, redop, comm, req)
-                       : MPI_Allreduce(sb, rb, sc, type, redop, comm);
+      rc = call(MPI_Allreduce, MPI_Iallreduce, sb, rb, sc, type, redop, comm);
       break;
     case OpKind::kScan:
-      rc = nonblocking ? MPI_Iscan(sb, rb, sc, type, redop, comm, req) : MPI_Scan(sb, rb, sc, type, redop, comm);
+      rc = call(MPI_Scan, MPI_Iscan, sb, rb, sc, type, redop, comm);
       break;
     case OpKind::kExscan:
-      rc = nonblocking ? MPI_Iexscan(sb, rb, sc, type, redop, comm, req) : MPI_Exscan(sb, rb, sc, type, redop, comm);
+      rc = call(MPI_Exscan, MPI_Iexscan, sb, rb, sc, type, redop, comm);
       break;
     case OpKind::kGather:
-      rc = nonblocking ? MPI_Igather(sb, sc, type, rb, rc_, type, op.root, comm, req)
-                       : MPI_Gather(sb, sc, type, rb, rc_, type, op.root, comm);
+      rc = call(MPI_Gather, MPI_Igather, sb, sc, type, rb, rc_, type, op.root, comm);
       break;
     case OpKind::kAllgather:
-      rc = nonblocking ? MPI_Iallgather(sb, sc, type, rb, rc_, type, comm, req)
-                       : MPI_Allgather(sb, sc, type, rb, rc_, type, comm);
+      rc = call(MPI_Allgather, MPI_Iallgather, sb, sc, type, rb, rc_, type, comm);
       break;
     case OpKind::kScatter:
-      rc = nonblocking ? MPI_Iscatter(sb, sc, type, rb, rc_, type, op.root, comm, req)
-                       : MPI_Scatter(sb, sc, type, rb, rc_, type, op.root, comm);
+      rc = call(MPI_Scatter, MPI_Iscatter, sb, sc, type, rb, rc_, type, op.root, comm);
       break;
     case OpKind::kAlltoall:
-      rc = nonblocking ? MPI_Ialltoall(sb, sc, type, rb, rc_, type, comm, req)
-                       : MPI_Alltoall(sb, sc, type, rb, rc_, type, comm);
+      rc = call(MPI_Alltoall, MPI_Ialltoall, sb, sc, type, rb, rc_, type, comm);
       break;
     case OpKind::kGatherv:
-      rc = nonblocking ? MPI_Igatherv(sb, sc, type, rb, rcs, rds, type, op.root, comm, req)
-                       : MPI_Gatherv(sb, sc, type, rb, rcs, rds, type, op.root, comm);
+      rc = call(MPI_Gatherv, MPI_Igatherv, sb, sc, type, rb, rcs, rds, type, op.root, comm);
       break;
     case OpKind::kAllgatherv:
-      rc = nonblocking ? MPI_Iallgatherv(sb, sc, type, rb, rcs, rds, type, comm, req)
-                       : MPI_Allgatherv(sb, sc, type, rb, rcs, rds, type, comm);
+      rc = call(MPI_Allgatherv, MPI_Iallgatherv, sb, sc, type, rb, rcs, rds, type, comm);
       break;
     case OpKind::kScatterv:
-      rc = nonblocking ? MPI_Iscatterv(sb, scs, sds, type, rb, rc_, type, op.root, comm, req)
-                       : MPI_Scatterv(sb, scs, sds, type, rb, rc_, type, op.root, comm);
+      rc = call(MPI_Scatterv, MPI_Iscatterv, sb, scs, sds, type, rb, rc_, type, op.root, comm);
       break;
     case OpKind::kAlltoallv:
-      rc = nonblocking ? MPI_Ialltoallv(sb, scs, sds, type, rb, rcs, rds, type, comm, req)
-                       : MPI_Alltoallv(sb, scs, sds, type, rb, rcs, rds, type, comm);
+      rc = call(MPI_Alltoallv, MPI_Ialltoallv, sb, scs, sds, type, rb, rcs, rds, type, comm);
       break;
     case OpKind::kReduceScatter:
-      rc = nonblocking ? MPI_Ireduce_scatter(sb, rb, rcs, type, redop, comm, req)
-                       : MPI_Reduce_scatter(sb, rb, rcs, type, redop, comm);
+      rc = call(MPI_Reduce_scatter, MPI_Ireduce_scatter, sb, rb, rcs, type, redop, comm);
       break;
     case OpKind::kReduceScatterBlock:
-      rc = nonblocking ? MPI_Ireduce_scatter_block(sb, rb, rc_, type, redop, comm, req)
-                       : MPI_Reduce_scatter_block(sb, rb, rc_, type, redop, comm);
+      rc = call(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, sb, rb, rc_, type, redop, comm);
       break;
     default:
       Note(api);
