@@ -64,7 +64,7 @@ TEST_CASE("check finds nothing in clean runs at 1, 2 and 4 ranks, nor in faults 
 json GradientFinding(int ranks, const std::string& fault, const std::string& kind) {
   TempDir tmp;
   Record(tmp / "t", ranks, "--steps 6 --fault " + fault + ":rank=1,step=2", kHangTimeoutS);
-  const json f = FirstFinding(tmp / "t", kind, "MPI_Allreduce", json::array({1}));
+  const json f = FirstFinding(tmp / "t", kind, json::array({1}), "MPI_Allreduce");
   CHECK(f["comm"]["name"] == "dup(WORLD)");
   CHECK(f["seq"] == 3);  // the broadcast was 1, step 1's allreduce 2
   return f;
@@ -251,6 +251,18 @@ void WaitEnded(const StagedJob& job) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
 }
 
+// Kills `pid` with `signo`, waits for `job` to end and checks its trace, which
+// must have something to report (check exits 1). The report.
+json KillAndCheck(const TempDir& tmp, const StagedJob& job, pid_t pid, int signo) {
+  kill(pid, signo);
+  WaitEnded(job);
+  int code = -1;
+  json report = CheckTrace(job.dir, &code);
+  INFO(Titles(report) << Run("cat " + tmp / "log").output);
+  CHECK(code == 1);
+  return report;
+}
+
 TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Finalize, and a killed mpirun", "[e2e]") {
   TempDir tmp;
   // The stage, the rank to kill, what it is doing then and how many events it
@@ -275,12 +287,8 @@ TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Fin
       StagedJob job = StartStaged(tmp, c.stage, 6);
       pid_t victim = WaitFor(job, c.victim, c.doing, c.events);
       REQUIRE(victim > 0);
-      kill(victim, SIGKILL);
-      WaitEnded(job);
-      int code = -1;
-      const json checked = CheckTrace(job.dir, &code);
-      INFO(Titles(checked) << Run("cat " + tmp / "log").output);
-      CHECK(code == 1);
+      const json checked = KillAndCheck(tmp, job, victim, SIGKILL);
+      INFO(Titles(checked));
       // Mid-job, the others may be left waiting for it: then the hang names it.
       const json* named = nullptr;
       for (const json& f : checked["findings"]) {
@@ -305,15 +313,11 @@ TEST_CASE("check names a rank killed inside MPI_Init, mid-job and inside MPI_Fin
       REQUIRE(rank > 0);
       pid_t launcher = ParentOf(rank);
       REQUIRE(launcher > 1);
-      kill(launcher, signo);
-      WaitEnded(job);
-      int code = -1;
-      const json checked = CheckTrace(job.dir, &code);
-      INFO(Titles(checked) << Run("cat " + tmp / "log").output);
       // Both ranks are told of: stopped by mpirun's SIGTERM, or made to exit
       // by the loss of their launcher. One may be left waiting for the other
       // first, which a hang finding then tells.
-      CHECK(code == 1);
+      const json checked = KillAndCheck(tmp, job, launcher, signo);
+      INFO(Titles(checked));
       REQUIRE(!checked["findings"].empty());
       const json& f = checked["findings"][0];
       if (f["kind"] == "error") CHECK(f["ranks"] == json::array({0, 1}));

@@ -129,7 +129,7 @@ TEST_CASE("check names the rank that skipped the NCCL gradient allreduce, and wh
   TempDir tmp;
   RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
   INFO(rec.output);
-  const json f = FirstFinding(tmp / "t", "missing_ranks", "ncclAllReduce", json::array({1}));
+  const json f = FirstFinding(tmp / "t", "missing_ranks", json::array({1}), "ncclAllReduce");
   CHECK(f["comm"]["members"] == json::array({0, 1, 2, 3}));
   CHECK(f["comm"]["name"].get<std::string>().find("split(nccl") == 0);
   const json& missing = f["data"]["missing"][0];
@@ -141,7 +141,7 @@ TEST_CASE("check reports the count mismatch of an NCCL allreduce", "[e2e][nccl]"
   TempDir tmp;
   RunResult rec = Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
   INFO(rec.output);
-  const json f = FirstFinding(tmp / "t", "mismatch", "ncclAllReduce", json::array({1}));
+  const json f = FirstFinding(tmp / "t", "mismatch", json::array({1}), "ncclAllReduce");
   CHECK(f["data"]["field"] == "count");
 }
 
@@ -284,28 +284,33 @@ TEST_CASE("drive --backend nccl re-issues every NCCL collective with its recorde
   }
 }
 
+// `replay drive --backend nccl --timeout 5` of nccl_train recorded at `ranks`
+// ranks with `args`, which make it fail (the recording is stopped after
+// kHangTimeoutS): the drive exits 1. What it printed.
+std::string DriveNcclFaulty(const TempDir& tmp, int ranks, const std::string& args) {
+  RunResult rec = Record(tmp / "t", ranks, args, "hash", kHangTimeoutS);
+  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 5"), 90);
+  INFO(rec.output << d.output);
+  CHECK(d.exit_code == 1);
+  return d.output;
+}
+
 TEST_CASE("drive --backend nccl reproduces an NCCL hang and names the rank that never entered the allreduce",
           "[e2e][nccl]") {
   TempDir tmp;
-  RunResult rec = Record(tmp / "t", 4, "--steps 6 --fault hang:rank=1,step=2", "hash", kHangTimeoutS);
-  INFO(rec.output);
-  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 5"), 90);
-  INFO(d.output);
-  CHECK(d.exit_code == 1);
-  CHECK(Grep(d.output, "hung").size() >= 1);
+  const std::string driven = DriveNcclFaulty(tmp, 4, "--steps 6 --fault hang:rank=1,step=2");
+  INFO(driven);
+  CHECK(Grep(driven, "hung").size() >= 1);
   // The drive's own calls are NCCL's now, on the communicators it split as the job did.
-  CHECK(Grep(d.output, "rank 1 never entered ncclAllReduce on split(nccl, color=0)").size() == 1);
+  CHECK(Grep(driven, "rank 1 never entered ncclAllReduce on split(nccl, color=0)").size() == 1);
 }
 
 TEST_CASE("drive --backend nccl reproduces the count mismatch of an NCCL allreduce", "[e2e][nccl]") {
   TempDir tmp;
-  RunResult rec = Record(tmp / "t", 2, "--steps 6 --fault mismatch:rank=1,step=2", "hash", kHangTimeoutS);
-  INFO(rec.output);
-  RunResult d = Run(DriveNccl(tmp / "t", "--timeout 5"), 90);
-  INFO(d.output);
-  CHECK(d.exit_code == 1);
-  CHECK(Grep(d.output, "mismatched ncclAllReduce").size() == 1);
-  CHECK(Grep(d.output, "rank 1 passes count 1024").size() == 1);
+  const std::string driven = DriveNcclFaulty(tmp, 2, "--steps 6 --fault mismatch:rank=1,step=2");
+  INFO(driven);
+  CHECK(Grep(driven, "mismatched ncclAllReduce").size() == 1);
+  CHECK(Grep(driven, "rank 1 passes count 1024").size() == 1);
 }
 
 TEST_CASE("drive --backend nccl without a loadable libnccl.so.2 says so in one line and suggests --backend host",
@@ -330,20 +335,27 @@ std::string DeviceProgram(int ranks, const std::string& args) {
   return Mpirun(ranks) + " " + testing::BuildPath("tests/nccl_host/nccl_device_program") + " " + args;
 }
 
-TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing is added to the graph",
-          "[e2e][nccl]") {
+// nccl_device_program at 2 ranks with `args`, recorded into `dir` (with
+// `options`, such as a level); the recording must succeed. What it printed.
+std::string RecordDevice(const std::string& dir, const std::string& args, const std::string& options = "") {
+  RunResult rec = Run(Replay() + " record " + options + " -o " + dir + " -- " + DeviceProgram(2, args));
+  INFO(rec.output);
+  REQUIRE(rec.exit_code == 0);
+  return rec.output;
+}
+
+TEST_CASE("an NCCL operation captured into a CUDA graph is marked, and nothing is added to the graph", "[e2e][nccl]") {
   TempDir tmp;
   const std::string args = "--steps 1 --capture";
   const std::string plain = Succeeded(DeviceProgram(2, args));
   CHECK(Grep(plain, "captured nodes 0").size() == 2);
   for (const char* level : {"meta", "hash", "data"}) {
     INFO("level " << level);
-    RunResult rec = Run(Replay() + " record --level " + level + " -o " + (tmp / level) + " -- " + DeviceProgram(2, args));
-    INFO(rec.output);
-    REQUIRE(rec.exit_code == 0);
+    const std::string rec = RecordDevice(tmp / level, args, std::string("--level ") + level);
+    INFO(rec);
+    CHECK(Sorted(Grep(rec, "step ")) == Sorted(Grep(plain, "step ")));
     // Neither a completion event nor a staging copy went into the graph.
-    CHECK(Grep(rec.output, "captured nodes 0").size() == 2);
-    CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain, "step ")));
+    CHECK(Grep(rec, "captured nodes 0").size() == 2);
     for (auto& [rank, r] : ReadTrace(tmp / level)) {
       INFO("rank " << rank);
       std::map<uint64_t, bool> captured;  // request -> captured
@@ -398,12 +410,10 @@ TEST_CASE("check names the rank that launched a CUDA graph holding an NCCL allre
 
 TEST_CASE("device buffers: completions come from CUDA events, data from copies made on the stream", "[e2e][nccl]") {
   TempDir tmp;
-  RunResult plain = Run(DeviceProgram(2, "--steps 3"));
-  REQUIRE(plain.exit_code == 0);
-  RunResult rec = Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3"));
-  INFO(rec.output);
-  REQUIRE(rec.exit_code == 0);
-  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain.output, "step ")));
+  const std::string plain = Succeeded(DeviceProgram(2, "--steps 3"));
+  const std::string rec = RecordDevice(tmp / "t", "--steps 3", "--level data");
+  INFO(rec);
+  CHECK(Sorted(Grep(rec, "step ")) == Sorted(Grep(plain, "step ")));
   auto trace = ReadTrace(tmp / "t");
   REQUIRE(trace.size() == 2);
   for (auto& [rank, r] : trace) {
@@ -547,12 +557,7 @@ TEST_CASE("device buffers are fingerprinted by a kernel on the stream, as host c
   auto c = CompletionFingerprints(tmp / "copy");
   REQUIRE(k.size() == 2);
   CHECK(k == c);
-  int code = -1;
-  json found = CheckTrace(tmp / "kernel", &code);
-  INFO(Titles(found));
-  REQUIRE(!found["findings"].empty());
-  CHECK(found["findings"][0]["kind"] == "nan_inf");
-  CHECK(found["findings"][0]["ranks"] == json::array({1}));
+  FirstFinding(tmp / "kernel", "nan_inf", json::array({1}));
 }
 
 TEST_CASE("the kernel fingerprints device buffers beyond the hash limit, which copies do not", "[e2e][nccl]") {
@@ -575,12 +580,7 @@ TEST_CASE("the kernel fingerprints device buffers beyond the hash limit, which c
   for (auto& [rank, fingerprints] : CompletionFingerprints(tmp / "copy")) {
     for (const std::string& f : fingerprints) CHECK(f.find(" recv ") == std::string::npos);
   }
-  int code = -1;
-  json found = CheckTrace(tmp / "kernel", &code);
-  INFO(Titles(found));
-  REQUIRE(!found["findings"].empty());
-  CHECK(found["findings"][0]["kind"] == "nan_inf");
-  CHECK(found["findings"][0]["ranks"] == json::array({0}));
+  FirstFinding(tmp / "kernel", "nan_inf", json::array({0}));
 }
 
 // Per rank, the nccl_device_program --counters line of what was used after its
@@ -594,24 +594,22 @@ std::map<int, std::string> TeardownCounters(const std::string& output) {
   return out;
 }
 
-TEST_CASE("a device reset between steps leaves every completion recorded and the kernel loaded again",
-          "[e2e][nccl]") {
+TEST_CASE("a device reset between steps leaves every completion recorded and the kernel loaded again", "[e2e][nccl]") {
   TempDir tmp;
   // Two steps, cudaDeviceReset's driver call, two more steps in the new context.
   const std::string args = "--steps 2 --reset --counters";
   const std::string plain = Succeeded(DeviceProgram(2, args));
   REQUIRE(Grep(plain, "step 4 ").size() == 2);
-  RunResult rec = Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, args));
-  INFO(rec.output);
-  REQUIRE(rec.exit_code == 0);
-  CHECK(Sorted(Grep(rec.output, "step ")) == Sorted(Grep(plain, "step ")));
+  const std::string rec = RecordDevice(tmp / "t", args);
+  INFO(rec);
+  CHECK(Sorted(Grep(rec, "step ")) == Sorted(Grep(plain, "step ")));
   // Nothing of the destroyed context was used after it went: no launch of the
   // kernel loaded there, no query of the events placed there.
-  auto teardown = TeardownCounters(rec.output);
+  auto teardown = TeardownCounters(rec);
   REQUIRE(teardown.size() == 2);
   for (auto& [rank, line] : teardown) CHECK(line == "stale launches 0 dead queries 0");
   // And the kernel was loaded again: every buffer of all four steps went through it.
-  for (auto& [rank, counts] : Counters(rec.output)) {
+  for (auto& [rank, counts] : Counters(rec)) {
     INFO("rank " << rank);
     CHECK(counts.first == 4 * 4);  // per step: the allreduce's two buffers, the send's, the receive's
   }
@@ -689,13 +687,7 @@ TEST_CASE("an NCCL operation whose stream fails is recorded with the CUDA error,
       CHECK(named);
     }
   }
-  int code = -1;
-  json found = CheckTrace(tmp / "t", &code);
-  INFO(Titles(found));
-  CHECK(code != 0);
-  REQUIRE(!found["findings"].empty());
-  CHECK(found["findings"][0]["kind"] == "error");
-  CHECK(found["findings"][0]["ranks"] == json::array({0}));
+  FirstFinding(tmp / "t", "error", json::array({0}));
 }
 
 TEST_CASE("device memory is recognised when the CUDA driver is loaded after the first NCCL call", "[e2e][nccl]") {
@@ -726,31 +718,21 @@ TEST_CASE("device memory is recognised when the CUDA driver is loaded after the 
 
 TEST_CASE("rerun of a device rank serves the recorded bytes into its device buffers", "[e2e][nccl]") {
   TempDir tmp;
-  RunResult rec =
-      Run(Replay() + " record --level data -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3 --unseeded"));
-  INFO(rec.output);
-  REQUIRE(rec.exit_code == 0);
+  const std::string rec = RecordDevice(tmp / "t", "--steps 3 --unseeded", "--level data");
+  INFO(rec);
   RunResult re = Run(Replay() + " rerun " + (tmp / "t") + " --rank 1 -- " +
                      testing::BuildPath("tests/nccl_host/nccl_device_program") + " --steps 3 --unseeded");
   INFO(re.output);
   CHECK(re.exit_code == 0);
   CHECK(Grep(re.output, "reproduced").size() == 1);
   REQUIRE(Grep(re.output, "rank 1 sum").size() == 3);
-  CHECK(Sorted(Grep(re.output, "rank 1 sum")) == Sorted(Grep(rec.output, "rank 1 sum")));
+  CHECK(Sorted(Grep(re.output, "rank 1 sum")) == Sorted(Grep(rec, "rank 1 sum")));
 }
 
 TEST_CASE("check finds the rank that sent a NaN from device memory", "[e2e][nccl]") {
   TempDir tmp;
-  RunResult rec =
-      Run(Replay() + " record -o " + (tmp / "t") + " -- " + DeviceProgram(2, "--steps 3 --nan 1:2"));
-  INFO(rec.output);
-  REQUIRE(rec.exit_code == 0);
-  json k = CheckFaulty(tmp / "t");
-  INFO(Titles(k));
-  const json& f = k["findings"][0];
-  CHECK(f["kind"] == "nan_inf");
-  CHECK(f["ranks"] == json::array({1}));
-  CHECK(f["op"] == "ncclAllReduce");
+  RecordDevice(tmp / "t", "--steps 3 --nan 1:2");
+  const json f = FirstFinding(tmp / "t", "nan_inf", json::array({1}), "ncclAllReduce");
   CHECK(f["seq"] == 2);
 }
 

@@ -157,12 +157,12 @@ TEST_CASE("check finds nccl_train's faults through NCCL's profiler plugin as thr
   TempDir tmp;
   SECTION("a rank that skips the gradient allreduce") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 4, "--steps 6 --fault hang:rank=1,step=2")));
-    const json f = FirstFinding(tmp / "t", "missing_ranks", "ncclAllReduce", json::array({1}));
+    const json f = FirstFinding(tmp / "t", "missing_ranks", json::array({1}), "ncclAllReduce");
     CHECK(f["comm"]["members"] == json::array({0, 1, 2, 3}));
   }
   SECTION("a count mismatch") {
     Record(tmp / "t", Stopped(Train(StaticTrain(), 2, "--steps 6 --fault mismatch:rank=1,step=2")));
-    const json f = FirstFinding(tmp / "t", "mismatch", "ncclAllReduce", json::array({1}));
+    const json f = FirstFinding(tmp / "t", "mismatch", json::array({1}), "ncclAllReduce");
     CHECK(f["data"]["field"] == "count");
   }
   SECTION("two communicators called in opposite orders: a deadlock on the devices") {
