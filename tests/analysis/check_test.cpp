@@ -19,6 +19,43 @@ using testing::CheckDir;
 using testing::SyntheticJob;
 using testing::Titles;
 
+// The check of a job of `ranks` ranks whose calls `write` records.
+CheckReport CheckJob(int ranks, const std::function<void(SyntheticJob&)>& write,
+                     const CheckOptions& options = testing::NoWait()) {
+  testing::TempDir dir;
+  {
+    SyntheticJob job(dir.path(), ranks);
+    write(job);
+  }
+  return CheckDir(dir.path(), options);
+}
+
+// `count` allreduces on WORLD (seq 1 up), in each of which `rank` waits for
+// `wait`, then MPI_Finalize.
+void TimedAllreduces(SyntheticJob& job, int rank, uint64_t count, std::chrono::nanoseconds wait) {
+  for (uint64_t seq = 1; seq <= count; ++seq) {
+    job.Append(rank, SyntheticJob::Op(testing::kMpiAllreduce, OpKind::kAllreduce, SyntheticJob::World(), seq));
+    if (wait.count() > 0) std::this_thread::sleep_for(wait);
+    job.Append(rank, SyntheticJob::Ret(testing::kMpiAllreduce, SyntheticJob::World(), seq));
+  }
+  job.Finalize(rank);
+}
+
+// The report's first finding, which must be of `kind` and about `ranks`.
+const Finding& FirstFinding(const CheckReport& report, FindingKind kind, const std::vector<int32_t>& ranks) {
+  REQUIRE(!report.findings.empty());
+  const Finding& f = report.findings[0];
+  CHECK(f.kind == kind);
+  CHECK(f.ranks == ranks);
+  return f;
+}
+
+// The report's one finding, which must be of `kind` and about `ranks`.
+const Finding& OnlyFinding(const CheckReport& report, FindingKind kind, const std::vector<int32_t>& ranks) {
+  REQUIRE(report.findings.size() == 1);
+  return FirstFinding(report, kind, ranks);
+}
+
 // The shape of examples/mpi_train: grad = dup(WORLD), metrics = split(WORLD,
 // rank % 2), a broadcast, then per step a ring exchange, a metrics
 // iallreduce, the gradient allreduce, the wait, the loss allreduce.
@@ -156,9 +193,7 @@ TEST_CASE("check blames the rank whose control flow went its own way when two ra
 }
 
 TEST_CASE("check reports mismatched counts and names the odd rank", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 4);
+  CheckReport report = CheckJob(4, [&](SyntheticJob& job) {
     Trainer t(job);
     for (int r = 0; r < 4; ++r) {
       job.Allreduce(r, t.grad, ++t.grad_seq[r], r == 2 ? 1024 : 2048, r == 2);
@@ -168,13 +203,9 @@ TEST_CASE("check reports mismatched counts and names the odd rank", "[analysis]"
         job.Die(r, SIGTERM);
       }
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(!report.findings.empty());
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kMismatch);
-  CHECK(f.ranks == std::vector<int32_t>{2});
+  const Finding& f = FirstFinding(report, FindingKind::kMismatch, {2});
   CHECK(f.seq == 2);
   CHECK(ParseJsonObject(f.data)["field"] == "count");
   CHECK(f.title.find("rank 2 passes count 1024, ranks 0,1,3 pass count 2048") != std::string::npos);
@@ -184,27 +215,20 @@ TEST_CASE("check reports mismatched counts and names the odd rank", "[analysis]"
 }
 
 TEST_CASE("check breaks a tie between two ranks by what each call site did before", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     Trainer t(job);
     for (int r = 0; r < 2; ++r) {
       job.Allreduce(r, t.grad, ++t.grad_seq[r], 2048, true, Trainer::kSiteGrad);
       job.Allreduce(r, t.grad, ++t.grad_seq[r], r == 0 ? 512 : 2048, true, Trainer::kSiteGrad);
       job.Finalize(r);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(!report.findings.empty());
-  CHECK(report.findings[0].kind == FindingKind::kMismatch);
-  CHECK(report.findings[0].ranks == std::vector<int32_t>{0});
+  FirstFinding(report, FindingKind::kMismatch, {0});
 }
 
 TEST_CASE("check reports ranks calling different collectives at one sequence number", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 3);
+  CheckReport report = CheckJob(3, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 3; ++r) {
       if (r == 1) {
@@ -214,8 +238,7 @@ TEST_CASE("check reports ranks calling different collectives at one sequence num
       }
       job.Die(r, SIGTERM);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   const Finding& f = report.findings[0];
@@ -227,17 +250,14 @@ TEST_CASE("check reports ranks calling different collectives at one sequence num
 }
 
 TEST_CASE("check reports a collective every member entered and none left as never completed", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 2; ++r) {
       job.Allreduce(r, SyntheticJob::World(), 1);
       job.Allreduce(r, SyntheticJob::World(), 2, 1024, false);
       job.Die(r, SIGTERM);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -249,54 +269,40 @@ TEST_CASE("check reports a collective every member entered and none left as neve
 }
 
 TEST_CASE("check reports a receive from a rank that never sends", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     job.Send(0, 1, 5, 1);
     job.Recv(1, 0, 5, 1);
     job.Recv(1, 0, 5, 2, false);  // rank 0 never sends a second message
     job.Finalize(0);
     job.Die(1, SIGTERM);
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(!report.findings.empty());
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kUnmatchedP2p);
-  CHECK(f.ranks == std::vector<int32_t>{1});
+  const Finding& f = FirstFinding(report, FindingKind::kUnmatchedP2p, {1});
   CHECK(f.title.find("unmatched receive: rank 1 is blocked in MPI_Recv from rank 0 (tag 5) on WORLD") == 0);
   CHECK(ParseJsonObject(f.data)["peer_state"]["doing"] == "finished (MPI_Finalize)");
 }
 
 TEST_CASE("check reports a receive waiting on a tag its sender does not use", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     job.Send(0, 1, 6, 1);
     job.Recv(1, 0, 5, 1, false);
     job.Die(0, SIGTERM);
     job.Die(1, SIGTERM);
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(!report.findings.empty());
-  CHECK(report.findings[0].kind == FindingKind::kUnmatchedP2p);
-  CHECK(report.findings[0].ranks == std::vector<int32_t>{1});
+  FirstFinding(report, FindingKind::kUnmatchedP2p, {1});
 }
 
 TEST_CASE("check reports messages that finished ranks never received", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     job.Send(0, 1, 3, 1);
     job.Send(0, 1, 3, 2);
     job.Recv(1, 0, 3, 1);
     job.FinalizeAll();
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -305,9 +311,7 @@ TEST_CASE("check reports messages that finished ranks never received", "[analysi
 }
 
 TEST_CASE("check names the first rank to send NaN, not the ranks it spread to", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 3);
+  CheckReport report = CheckJob(3, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 3; ++r) {
       job.Allreduce(r, SyntheticJob::World(), 1);
@@ -319,35 +323,25 @@ TEST_CASE("check names the first rank to send NaN, not the ranks it spread to", 
                      true, 64, 64);
       job.Finalize(r);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(report.findings.size() == 1);
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kNanInf);
-  CHECK(f.ranks == std::vector<int32_t>{2});
+  const Finding& f = OnlyFinding(report, FindingKind::kNanInf, {2});
   CHECK(f.seq == 2);
   CHECK(ParseJsonObject(f.data)["nan"] == 1);
   CHECK(ParseJsonObject(f.data)["mark"] == "checkpoint=1");
 }
 
 TEST_CASE("check reports ranks whose allreduce results differ", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 4);
+  CheckReport report = CheckJob(4, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 4; ++r) {
       job.Collective(r, testing::kMpiAllreduce, OpKind::kAllreduce, SyntheticJob::World(), 1, 8, 0x10, r == 3 ? 0x77 : 0x66);
       job.Collective(r, testing::kMpiAllreduce, OpKind::kAllreduce, SyntheticJob::World(), 2, 8, 0x10, r == 3 ? 0x78 : 0x68);
       job.Finalize(r);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(report.findings.size() == 1);
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kOutputsDiffer);
-  CHECK(f.ranks == std::vector<int32_t>{3});
+  const Finding& f = OnlyFinding(report, FindingKind::kOutputsDiffer, {3});
   CHECK(f.seq == 1);
   CHECK(ParseJsonObject(f.data)["later"] == 1);
 }
@@ -367,10 +361,7 @@ TEST_CASE("check reports configuration that differs across ranks and ignores per
   }
   CheckReport report = CheckDir(dir.path());
   INFO(Titles(report));
-  REQUIRE(report.findings.size() == 1);
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kConfig);
-  CHECK(f.ranks == std::vector<int32_t>{1, 3});
+  const Finding& f = OnlyFinding(report, FindingKind::kConfig, {1, 3});
   REQUIRE(ParseJsonObject(f.data)["settings"].size() == 2);
   CHECK(ParseJsonObject(f.data)["settings"][0]["key"] == "NCCL_SOCKET_IFNAME");
   CHECK(ParseJsonObject(f.data)["settings"][1]["key"] == "UCX_TLS");
@@ -381,9 +372,7 @@ TEST_CASE("check names the rank missing from a hung non-blocking collective whos
   // NCCL calls are non-blocking and may block while they enqueue: ranks 0, 2
   // and 3 are stuck inside the gradient allreduce's call, rank 1 skipped it
   // and is stuck in the next one; the launcher's SIGTERM ends them all.
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 4);
+  CheckReport report = CheckJob(4, [&](SyntheticJob& job) {
     job.InitAll();
     std::vector<int32_t> all{0, 1, 2, 3};
     for (int r = 0; r < 4; ++r) {
@@ -396,8 +385,7 @@ TEST_CASE("check names the rank missing from a hung non-blocking collective whos
       }
       job.Die(r, SIGTERM);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 2);
   CHECK(report.findings[0].kind == FindingKind::kMissingRanks);
@@ -411,9 +399,7 @@ TEST_CASE("check names the rank missing from a hung non-blocking collective whos
 }
 
 TEST_CASE("check reports a crash with what the rank was doing, before the hang it caused", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 3);
+  CheckReport report = CheckJob(3, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 3; ++r) {
       job.Allreduce(r, SyntheticJob::World(), 1);
@@ -424,8 +410,7 @@ TEST_CASE("check reports a crash with what the rank was doing, before the hang i
         job.Die(r, SIGTERM);
       }
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 2);
   CHECK(report.findings[0].kind == FindingKind::kError);
@@ -460,16 +445,13 @@ TEST_CASE("check does not take a job stopped in the middle of a collective for a
 }
 
 TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no rank the launcher stopped after a crash", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 3);
+  CheckReport exited = CheckJob(3, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 3; ++r) job.Allreduce(r, SyntheticJob::World(), 1, 8);
     job.Exit(1);
     job.Finalize(0);
     job.Finalize(2);
-  }
-  CheckReport exited = CheckDir(dir.path());
+  });
   INFO(Titles(exited));
   REQUIRE(exited.findings.size() == 1);
   CHECK(exited.findings[0].kind == FindingKind::kError);
@@ -495,15 +477,12 @@ TEST_CASE("check names a rank that left an MPI job without MPI_Finalize, and no 
 TEST_CASE("a rank made to exit while it waited in a call says both", "[analysis]") {
   // mpirun killed: its ranks lose their launcher and exit from inside the call
   // they wait in, one of them in a collective the other never reached.
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     job.Allreduce(0, SyntheticJob::World(), 1, 8, false);
     job.Exit(0);
     job.Exit(1);
-  }
-  CheckReport report = CheckDir(dir.path(), CheckOptions{});
+  }, CheckOptions{});
   INFO(Titles(report));
   REQUIRE(!report.findings.empty());
   CHECK(report.ranks[0].doing.find("in MPI_Allreduce on WORLD #1 for ") == 0);
@@ -558,9 +537,7 @@ TEST_CASE("check judges nothing past the end of a trace a full disk cut short, a
 }
 
 TEST_CASE("check reports MPI error codes once for all ranks that got them", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 2; ++r) {
       job.Allreduce(r, SyntheticJob::World(), 1);
@@ -570,21 +547,15 @@ TEST_CASE("check reports MPI error codes once for all ranks that got them", "[an
       job.Append(r, ev);
       job.Finalize(r);
     }
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
-  REQUIRE(report.findings.size() == 1);
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kError);
-  CHECK(f.ranks == std::vector<int32_t>{0, 1});
+  const Finding& f = OnlyFinding(report, FindingKind::kError, {0, 1});
   CHECK(f.title == "ranks 0,1: MPI_Allreduce: MPI_ERR_TRUNCATE: message truncated");
   CHECK(ParseJsonObject(f.data)["code"] == 15);
 }
 
 TEST_CASE("check reports blocking collectives on two communicators called in opposite orders", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     uint64_t dup = 0;
     for (int r = 0; r < 2; ++r) dup = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, {0, 1});
@@ -595,8 +566,7 @@ TEST_CASE("check reports blocking collectives on two communicators called in opp
     job.Allreduce(1, SyntheticJob::World(), 2, 4);
     job.Collective(1, testing::kMpiBcast, OpKind::kBcast, dup, 1, 4, 0, 0xb, true, 0, 0, 0);
     job.FinalizeAll();
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   const Finding& f = report.findings[0];
@@ -606,9 +576,7 @@ TEST_CASE("check reports blocking collectives on two communicators called in opp
 }
 
 TEST_CASE("check does not mistake different orders of non-blocking collectives for a deadlock", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     uint64_t dup = 0;
     for (int r = 0; r < 2; ++r) dup = job.Create(r, testing::kMpiCommDup, SyntheticJob::World(), 1, {0, 1});
@@ -619,52 +587,28 @@ TEST_CASE("check does not mistake different orders of non-blocking collectives f
     uint64_t b = job.Iallreduce(1, dup, 1);
     job.Wait(1, {b}, 1, dup, 1);
     job.FinalizeAll();
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   CHECK(report.findings.empty());
 }
 
 TEST_CASE("check reports a consistently late rank as a straggler", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 3);
+  CheckReport report = CheckJob(3, [&](SyntheticJob& job) {
     job.InitAll();
     // Ranks 0 and 1 wait about 3 ms in each allreduce for rank 2, which does not wait.
-    for (int r = 0; r < 3; ++r) {
-      for (uint64_t seq = 1; seq <= 25; ++seq) {
-        job.Append(r, SyntheticJob::Op(testing::kMpiAllreduce, OpKind::kAllreduce, SyntheticJob::World(), seq));
-        if (r != 2) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-        job.Append(r, SyntheticJob::Ret(testing::kMpiAllreduce, SyntheticJob::World(), seq));
-      }
-      job.Finalize(r);
-    }
-  }
-  CheckReport report = CheckDir(dir.path());
+    for (int r = 0; r < 3; ++r) TimedAllreduces(job, r, 25, std::chrono::milliseconds(r != 2 ? 3 : 0));
+  });
   INFO(Titles(report));
-  REQUIRE(report.findings.size() == 1);
-  const Finding& f = report.findings[0];
-  CHECK(f.kind == FindingKind::kStraggler);
-  CHECK(f.ranks == std::vector<int32_t>{2});
+  const Finding& f = OnlyFinding(report, FindingKind::kStraggler, {2});
   CHECK(ParseJsonObject(f.data)["last_arrivals"] == 25);
 }
 
 TEST_CASE("check does not call a rank a straggler on a few collectives or a small margin", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
-    for (int r = 0; r < 2; ++r) {
-      for (uint64_t seq = 1; seq <= 40; ++seq) {
-        job.Append(r, SyntheticJob::Op(testing::kMpiAllreduce, OpKind::kAllreduce, SyntheticJob::World(), seq));
-        // Rank 0 waits, but only tens of microseconds: noise, not a straggler.
-        if (r == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-        job.Append(r, SyntheticJob::Ret(testing::kMpiAllreduce, SyntheticJob::World(), seq));
-      }
-      job.Finalize(r);
-    }
-  }
-  CheckReport report = CheckDir(dir.path());
+    // Rank 0 waits, but only tens of microseconds: noise, not a straggler.
+    for (int r = 0; r < 2; ++r) TimedAllreduces(job, r, 40, std::chrono::microseconds(r == 0 ? 20 : 0));
+  });
   INFO(Titles(report));
   CHECK(report.findings.empty());
 }
@@ -706,9 +650,7 @@ TEST_CASE("check without --live treats a trace that is still being written as li
 }
 
 TEST_CASE("check reports two ranks of one communicator on one device", "[analysis]") {
-  testing::TempDir dir;
-  {
-    SyntheticJob job(dir.path(), 2);
+  CheckReport report = CheckJob(2, [&](SyntheticJob& job) {
     job.InitAll();
     for (int r = 0; r < 2; ++r) {
       CommCreateEvent c{};
@@ -723,8 +665,7 @@ TEST_CASE("check reports two ranks of one communicator on one device", "[analysi
       job.Append(r, e);
     }
     job.FinalizeAll();
-  }
-  CheckReport report = CheckDir(dir.path());
+  });
   INFO(Titles(report));
   REQUIRE(report.findings.size() == 1);
   CHECK(report.findings[0].kind == FindingKind::kDevice);

@@ -20,6 +20,7 @@
 
 #include "record/comm_table.h"
 #include "replay/trace_writer.h"
+#include "trace/python_sites.h"
 #include "util/file_system.h"
 
 namespace replay::testing {
@@ -358,6 +359,19 @@ inline void WriteRingThenHang(const std::string& dir, bool on_world) {
   job.Die(0, SIGTERM);
   job.Die(1, SIGTERM);
   job.Finalize(2);
+}
+
+// 2 ranks, one allreduce on WORLD, then MPI_Finalize. Rank 0 is a Python
+// program: its allreduce says it was called from step (train.py:42) in main
+// (train.py:80).
+inline void WritePythonSiteJob(const std::string& dir) {
+  SyntheticJob job(dir, 2);
+  job.InitAll();
+  PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
+  job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
+  job.Allreduce(0, SyntheticJob::World(), 1, 64, true, kPythonSiteTag | 1);
+  job.Allreduce(1, SyntheticJob::World(), 1, 64, true, 0);
+  job.FinalizeAll();
 }
 
 }  // namespace replay::testing

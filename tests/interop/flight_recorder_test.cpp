@@ -113,23 +113,30 @@ TEST_CASE("damaged or hostile Flight Recorder dumps are refused with a reason", 
 // next allreduce and the others hang in it.
 void WriteMismatchJob(const std::string& dir) { testing::WriteCountMismatch(dir, 3, /*bcast=*/true); }
 
+// The trace in `dir` exported as Flight Recorder dumps into `out`: JSON
+// documents, or without `as_json` pickles.
+std::vector<std::string> Export(const std::string& dir, const std::string& out, bool as_json) {
+  auto trace = TraceReader::Open(dir);
+  REQUIRE(trace.ok());
+  FlightRecorderExportOptions o;
+  o.json = as_json;
+  auto files = ExportFlightRecorder(**trace, out, o);
+  REQUIRE(files.ok());
+  return std::move(files).value();
+}
+
 TEST_CASE("a trace exported as Flight Recorder dumps and imported again is diagnosed the same", "[interop]") {
   for (bool as_json : {false, true}) {
     DYNAMIC_SECTION((as_json ? "JSON" : "pickle")) {
       TempDir tmp;
       WriteMismatchJob(tmp / "t");
-      auto trace = TraceReader::Open(tmp / "t");
-      REQUIRE(trace.ok());
-      FlightRecorderExportOptions o;
-      o.json = as_json;
-      auto files = ExportFlightRecorder(**trace, tmp / "fr", o);
-      REQUIRE(files.ok());
-      REQUIRE(files->size() == 4);
-      CHECK(files->front() == tmp / (as_json ? "fr/nccl_trace_rank_0.json" : "fr/nccl_trace_rank_0"));
+      const std::vector<std::string> files = Export(tmp / "t", tmp / "fr", as_json);
+      REQUIRE(files.size() == 4);
+      CHECK(files.front() == tmp / (as_json ? "fr/nccl_trace_rank_0.json" : "fr/nccl_trace_rank_0"));
 
       // The documented layout: version, pg_config, pg_status, entries with their fields.
-      const std::string bytes = testing::ReadFile(files->at(1));
-      auto doc = as_json ? Result<json>(json::parse(bytes)) : interop::ReadPickle(bytes, files->at(1));
+      const std::string bytes = testing::ReadFile(files.at(1));
+      auto doc = as_json ? Result<json>(json::parse(bytes)) : interop::ReadPickle(bytes, files.at(1));
       REQUIRE(doc.ok());
       CHECK((*doc)["version"].is_string());
       REQUIRE((*doc)["pg_config"].is_object());
@@ -186,13 +193,8 @@ TEST_CASE("exporting a trace whose counts overflow when multiplied by the group 
       job.Finalize(r);
     }
   }
-  auto trace = TraceReader::Open(tmp / "t");
-  REQUIRE(trace.ok());
-  FlightRecorderExportOptions o;
-  o.json = true;
-  auto files = ExportFlightRecorder(**trace, tmp / "fr", o);
-  REQUIRE(files.ok());
-  json doc = json::parse(testing::ReadFile(files->front()));
+  const std::vector<std::string> files = Export(tmp / "t", tmp / "fr", true);
+  json doc = json::parse(testing::ReadFile(files.front()));
   std::vector<int64_t> outs;
   for (const json& e : doc["entries"]) {
     if (e["profiling_name"] == "nccl:all_gather") outs.push_back(e["output_sizes"][0][0].get<int64_t>());

@@ -109,15 +109,7 @@ TEST_CASE("JSON Lines name communicators as check does and give peers as world r
 
 TEST_CASE("JSON Lines say where each call was made, Python frames first", "[interop]") {
   testing::TempDir tmp;
-  {
-    SyntheticJob job(tmp / "job", 2);
-    job.InitAll();
-    PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
-    job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
-    job.Allreduce(0, SyntheticJob::World(), 1, 64, true, kPythonSiteTag | 1);
-    job.Allreduce(1, SyntheticJob::World(), 1, 64, true, 0);
-    job.FinalizeAll();
-  }
+  testing::WritePythonSiteJob(tmp / "job");
   size_t with_site = 0;
   for (const json& line : Lines(tmp / "job")) {
     if (line.value("api", "") != "MPI_Allreduce") continue;

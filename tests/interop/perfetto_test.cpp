@@ -150,15 +150,7 @@ TEST_CASE("the Perfetto export joins a collective across ranks and each message'
 
 TEST_CASE("a Perfetto slice says where its call was made, Python frames first", "[interop]") {
   testing::TempDir tmp;
-  {
-    SyntheticJob job(tmp / "job", 2);
-    job.InitAll();
-    PythonSite site{1, 0, {{"step", "train.py", 42}, {"main", "train.py", 80}}};
-    job.Append(0, Event::MakeInfo(std::string(kPythonSiteKey), EncodePythonSite(site)));
-    job.Allreduce(0, SyntheticJob::World(), 1, 64, true, kPythonSiteTag | 1);
-    job.Allreduce(1, SyntheticJob::World(), 1, 64, true, 0);
-    job.FinalizeAll();
-  }
+  testing::WritePythonSiteJob(tmp / "job");
   json doc = Export(tmp / "job");
   size_t allreduces = 0;
   for (const json& e : doc["traceEvents"]) {

@@ -23,6 +23,12 @@ OpArgs Args(OpKind kind, int size, int rank, int64_t send_count, int64_t recv_co
   return a;
 }
 
+// `a` with its send buffer the receive buffer (MPI_IN_PLACE).
+OpArgs InPlace(OpArgs a) {
+  a.in_place = true;
+  return a;
+}
+
 TEST_CASE("an allreduce sends and receives its count on every rank", "[replay]") {
   OpTotals t = Totals(Args(OpKind::kAllreduce, 4, 2, 8, 8));
   CHECK(t.send == 8);
@@ -82,9 +88,7 @@ TEST_CASE("a gather's root receives a block from every rank; the others only sen
 }
 
 TEST_CASE("in place, an allgather sends its own block of the receive buffer", "[replay]") {
-  OpArgs a = Args(OpKind::kAllgather, 4, 2, 0, 3);
-  a.in_place = true;
-  std::vector<Block> b = Blocks(a);
+  std::vector<Block> b = Blocks(InPlace(Args(OpKind::kAllgather, 4, 2, 0, 3)));
   REQUIRE(b.size() == 2);
   CHECK(b[0].side == Side::kSend);
   CHECK(b[0].buffer == Side::kRecv);
@@ -95,17 +99,13 @@ TEST_CASE("in place, an allgather sends its own block of the receive buffer", "[
 }
 
 TEST_CASE("in place, a scatter's root keeps its block and receives nothing", "[replay]") {
-  OpArgs a = Args(OpKind::kScatter, 3, 0, 2, 2, 0);
-  a.in_place = true;
-  OpTotals t = Totals(a);
+  OpTotals t = Totals(InPlace(Args(OpKind::kScatter, 3, 0, 2, 2, 0)));
   CHECK(t.send == 6);
   CHECK(t.recv == 0);
 }
 
 TEST_CASE("in place, an all-to-all sends what its receive buffer holds", "[replay]") {
-  OpArgs a = Args(OpKind::kAlltoall, 3, 1, 0, 2);
-  a.in_place = true;
-  std::vector<Block> b = Blocks(a);
+  std::vector<Block> b = Blocks(InPlace(Args(OpKind::kAlltoall, 3, 1, 0, 2)));
   REQUIRE(b.size() == 2);
   CHECK(b[0].buffer == Side::kRecv);
   CHECK(b[0].count == 6);

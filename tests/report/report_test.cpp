@@ -31,9 +31,10 @@ void WriteJob(const std::string& dir) {
   });
 }
 
-// The job's check, which must lead with the count mismatch.
-CheckedTrace Check(const std::string& dir) {
-  CheckedTrace c = testing::OpenAndCheck(dir);
+// The job, written into tmp/job and checked: its check leads with the count mismatch.
+CheckedTrace WriteAndCheck(const TempDir& tmp) {
+  WriteJob(tmp / "job");
+  CheckedTrace c = testing::OpenAndCheck(tmp / "job");
   REQUIRE(!c.report.findings.empty());
   REQUIRE(c.report.findings[0].kind == FindingKind::kMismatch);
   return c;
@@ -50,8 +51,7 @@ std::string Text(const std::string& html) {
 
 TEST_CASE("the Markdown report holds the findings, the rank states and the configuration that differs", "[report]") {
   TempDir tmp;
-  WriteJob(tmp / "job");
-  CheckedTrace c = Check(tmp / "job");
+  CheckedTrace c = WriteAndCheck(tmp);
   auto rendered = RenderMarkdownReport(*c.trace, c.report);
   REQUIRE(rendered.ok());
   const std::string md = *rendered;
@@ -81,8 +81,7 @@ TEST_CASE("the Markdown report holds the findings, the rank states and the confi
 
 TEST_CASE("the HTML report is one page that loads nothing from the network", "[report]") {
   TempDir tmp;
-  WriteJob(tmp / "job");
-  CheckedTrace c = Check(tmp / "job");
+  CheckedTrace c = WriteAndCheck(tmp);
   auto html = RenderHtmlReport(*c.trace, c.report);
   REQUIRE(html.ok());
   CHECK(html->rfind("<!DOCTYPE html>", 0) == 0);
@@ -119,8 +118,7 @@ std::optional<std::string> RenderInChromium(const std::string& page, const std::
 
 TEST_CASE("the HTML report rendered in headless Chromium shows the findings and the failing collective", "[report]") {
   TempDir tmp;
-  WriteJob(tmp / "job");
-  CheckedTrace c = Check(tmp / "job");
+  CheckedTrace c = WriteAndCheck(tmp);
   auto html = RenderHtmlReport(*c.trace, c.report);
   REQUIRE(html.ok());
   testing::WriteFile(tmp / "report.html", *html);

@@ -27,6 +27,19 @@ Program Load(const std::string& dir) {
   return std::move(p).value();
 }
 
+// All of `p` on the ranks `kept`, without the others.
+Candidate KeepRanks(const Program& p, std::vector<bool> kept) {
+  Selection s = p.All();
+  s.ranks = std::move(kept);
+  return p.Materialize(s);
+}
+
+// The program of Trainer(tmp / "t", steps, hang_step).
+Program LoadTrainer(const TempDir& tmp, int steps, int hang_step) {
+  Trainer(tmp / "t", steps, hang_step);
+  return Load(tmp / "t");
+}
+
 // The ops of one rank of a candidate: "API comm-name-less seq/peer" lines.
 std::vector<const Event*> Ops(const Candidate& c, size_t rank) {
   std::vector<const Event*> out;
@@ -45,8 +58,7 @@ const Event* Find(const Candidate& c, size_t rank, EventKind kind, const std::fu
 
 TEST_CASE("a unit is a collective on all its members or a message at both ends", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 2, 99);
-  Program p = Load(tmp / "t");
+  Program p = LoadTrainer(tmp, 2, 99);
   REQUIRE(p.rank_count() == 4);
   std::map<size_t, int> sizes;  // calls per unit -> how many such units
   for (const Unit& u : p.units()) sizes[u.calls.size()]++;
@@ -62,8 +74,7 @@ TEST_CASE("a unit is a collective on all its members or a message at both ends",
 
 TEST_CASE("keeping everything keeps every call", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 3, 99);
-  Program p = Load(tmp / "t");
+  Program p = LoadTrainer(tmp, 3, 99);
   Candidate c = p.Materialize(p.All());
   REQUIRE(c.ranks.size() == 4);
   CHECK(c.origin == std::vector<int32_t>{0, 1, 2, 3});
@@ -75,11 +86,8 @@ TEST_CASE("keeping everything keeps every call", "[shrink]") {
 
 TEST_CASE("removing ranks rebuilds the communicators over the ranks that remain", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 2, 99);
-  Program p = Load(tmp / "t");
-  Selection s = p.All();
-  s.ranks = {false, true, false, true};
-  Candidate c = p.Materialize(s);
+  Program p = LoadTrainer(tmp, 2, 99);
+  Candidate c = KeepRanks(p, {false, true, false, true});
   REQUIRE(c.ranks.size() == 2);
   CHECK(c.origin == std::vector<int32_t>{1, 3});
   for (size_t r = 0; r < 2; ++r) {
@@ -112,11 +120,8 @@ TEST_CASE("removing ranks rebuilds the communicators over the ranks that remain"
 
 TEST_CASE("peers are renumbered in the communicators rebuilt", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 1, 99);
-  Program p = Load(tmp / "t");
-  Selection s = p.All();
-  s.ranks = {false, true, true, false};  // the message from 1 to 2 stays
-  Candidate c = p.Materialize(s);
+  Program p = LoadTrainer(tmp, 1, 99);
+  Candidate c = KeepRanks(p, {false, true, true, false});  // the message from 1 to 2 stays
   REQUIRE(c.ranks.size() == 2);
   const Event* send = Find(c, 0, EventKind::kOp, [](const Event& e) { return e.op.kind == OpKind::kSend; });
   const Event* recv = Find(c, 1, EventKind::kOp, [](const Event& e) { return e.op.kind == OpKind::kRecv; });
@@ -136,8 +141,7 @@ TEST_CASE("peers are renumbered in the communicators rebuilt", "[shrink]") {
 
 TEST_CASE("removing a collective renumbers the later ones on every member", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 3, 99);
-  Program p = Load(tmp / "t");
+  Program p = LoadTrainer(tmp, 3, 99);
   // The first loss allreduce on WORLD.
   size_t first_loss = p.units().size();
   for (size_t u = 0; u < p.units().size() && first_loss == p.units().size(); ++u) {
@@ -165,8 +169,7 @@ TEST_CASE("removing a collective renumbers the later ones on every member", "[sh
 
 TEST_CASE("a communicator's creation takes what is on it along", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 2, 99);
-  Program p = Load(tmp / "t");
+  Program p = LoadTrainer(tmp, 2, 99);
   Selection s = p.All();
   s.units[0] = false;  // the dup
   Candidate c = p.Materialize(s);
@@ -177,8 +180,7 @@ TEST_CASE("a communicator's creation takes what is on it along", "[shrink]") {
 
 TEST_CASE("smaller counts keep equal counts equal and larger ones larger", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 2, 99);
-  Program p = Load(tmp / "t");
+  Program p = LoadTrainer(tmp, 2, 99);
   Selection s = p.All();
   for (size_t u = 0; u < p.units().size(); ++u) s.scaled[u] = p.units()[u].scalable;
   Candidate c = p.Materialize(s);
@@ -196,11 +198,8 @@ TEST_CASE("smaller counts keep equal counts equal and larger ones larger", "[shr
 
 TEST_CASE("a reduced job is a trace that readers and check take, with the recording's finding", "[shrink]") {
   TempDir tmp;
-  Trainer(tmp / "t", 6, 3);
-  Program p = Load(tmp / "t");
-  Selection s = p.All();
-  s.ranks = {true, true, false, false};
-  Candidate c = p.Materialize(s);
+  Program p = LoadTrainer(tmp, 6, 3);
+  Candidate c = KeepRanks(p, {true, true, false, false});
   JobManifest m = p.manifest();
   REQUIRE(WriteCandidate(c, m, tmp / "r").ok());
   auto trace = TraceReader::Open(tmp / "r");

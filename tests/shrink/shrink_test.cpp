@@ -49,28 +49,34 @@ Result<ShrinkResult> Run(const TempDir& tmp, const std::string& trace, ShrinkDri
   return Shrink(**t, driver, o, out);
 }
 
-TEST_CASE("shrink reduces a hung job to the two ranks and few calls that hang the same way", "[shrink]") {
-  TempDir tmp;
+// The hung trainer recorded in tmp/t, shrunk into tmp/out one candidate at a time.
+ShrinkResult ShrinkHungTrainer(const TempDir& tmp) {
   HungTrainer(tmp / "t");
   SelfDriver driver(1);
   auto r = Run(tmp, tmp / "t", driver, tmp / "out");
   REQUIRE(r.ok());
-  CHECK(r->before.ranks == 4);
-  CHECK(r->after.ranks == 2);
-  CHECK(r->after.max_rank_operations <= 4);
-  CHECK(r->after.operations < r->before.operations);
-  CHECK(r->origin.size() == 2);
-  CHECK(std::find(r->origin.begin(), r->origin.end(), 1) != r->origin.end());
-  CHECK(r->reduced.kind == FindingKind::kMissingRanks);
-  REQUIRE(r->reduced.comm);
-  CHECK(r->reduced.comm->name == "dup(WORLD)");
-  CHECK(r->reduced.op == "MPI_Allreduce");
-  CHECK(r->iterations_found >= 2);
-  CHECK_FALSE(r->budget_exhausted);
-  REQUIRE(r->steps.size() >= 2);
-  CHECK(r->steps.front().what == "as recorded");
+  return std::move(r).value();
+}
+
+TEST_CASE("shrink reduces a hung job to the two ranks and few calls that hang the same way", "[shrink]") {
+  TempDir tmp;
+  ShrinkResult r = ShrinkHungTrainer(tmp);
+  CHECK(r.before.ranks == 4);
+  CHECK(r.after.ranks == 2);
+  CHECK(r.after.max_rank_operations <= 4);
+  CHECK(r.after.operations < r.before.operations);
+  CHECK(r.origin.size() == 2);
+  CHECK(std::find(r.origin.begin(), r.origin.end(), 1) != r.origin.end());
+  CHECK(r.reduced.kind == FindingKind::kMissingRanks);
+  REQUIRE(r.reduced.comm);
+  CHECK(r.reduced.comm->name == "dup(WORLD)");
+  CHECK(r.reduced.op == "MPI_Allreduce");
+  CHECK(r.iterations_found >= 2);
+  CHECK_FALSE(r.budget_exhausted);
+  REQUIRE(r.steps.size() >= 2);
+  CHECK(r.steps.front().what == "as recorded");
   // Each accepted step is no larger than the one before.
-  for (size_t i = 1; i < r->steps.size(); ++i) CHECK(r->steps[i].operations <= r->steps[i - 1].operations);
+  for (size_t i = 1; i < r.steps.size(); ++i) CHECK(r.steps[i].operations <= r.steps[i - 1].operations);
   // The reduced job is a trace in `out`, and nothing else of the search is.
   auto reduced = TraceReader::Open(tmp / "out");
   REQUIRE(reduced.ok());
@@ -160,13 +166,10 @@ TEST_CASE("shrink refuses a trace whose check names nothing to keep", "[shrink]"
 
 TEST_CASE("the repro program of a reduced job makes its calls rank by rank", "[shrink]") {
   TempDir tmp;
-  HungTrainer(tmp / "t");
-  SelfDriver driver(1);
-  auto r = Run(tmp, tmp / "t", driver, tmp / "out");
-  REQUIRE(r.ok());
+  ShrinkResult r = ShrinkHungTrainer(tmp);
   auto reduced = TraceReader::Open(tmp / "out");
   REQUIRE(reduced.ok());
-  auto c = ReproProgram(**reduced, &r->reduced);
+  auto c = ReproProgram(**reduced, &r.reduced);
   REQUIRE(c.ok());
   const std::string& text = *c;
   CHECK(text.find("#include <mpi.h>") != std::string::npos);
@@ -180,9 +183,9 @@ TEST_CASE("the repro program of a reduced job makes its calls rank by rank", "[s
   CHECK(text.find("mpi_bcast") == std::string::npos);  // only what it uses
   CHECK(text.find("mpicc -o repro repro.c") != std::string::npos);
   CHECK(text.find("timeout 60 mpirun -np 2 ./repro") != std::string::npos);
-  CHECK(text.find(r->reduced.title) != std::string::npos);
+  CHECK(text.find(r.reduced.title) != std::string::npos);
   CHECK(text.find("case 1:") != std::string::npos);
-  const std::string readme = ShrinkReadme(*r, **TraceReader::Open(tmp / "t"), **reduced);
+  const std::string readme = ShrinkReadme(r, **TraceReader::Open(tmp / "t"), **reduced);
   CHECK(readme.find("| ranks | 4 | 2 |") != std::string::npos);
   CHECK(readme.find("Ranks ") != std::string::npos);
   CHECK(readme.find("`OMPI_MCA_btl=^openib`") != std::string::npos);

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "replay/trace_reader.h"
 #include "replay/trace_writer.h"
 #include "support/sample_events.h"
 
@@ -66,5 +69,16 @@ class LiveWriter {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// A read of the LiveWriter's rank, `r`, that began once `before` events were
+// appended: it holds them all and what came after, seq 1, 2, 3, ... in order.
+inline void RequireAllPublished(const RankReader& r, uint64_t before) {
+  const std::vector<Event>& events = r.events();
+  REQUIRE(events.size() >= before);
+  REQUIRE(r.stats().missing == 0);
+  size_t out_of_place = 0;
+  for (size_t i = 0; i < events.size(); ++i) out_of_place += events[i].op.seq != i + 1;
+  REQUIRE(out_of_place == 0);
+}
 
 }  // namespace replay::testing

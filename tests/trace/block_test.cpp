@@ -43,6 +43,19 @@ std::vector<int> ReadTags(const std::string& file, std::vector<BlockProblem>* pr
   return tags;
 }
 
+// `n` bytes of xorshift64 output: no codec shrinks them.
+std::string Incompressible(size_t n) {
+  std::string out;
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out.push_back(static_cast<char>(x));
+  }
+  return out;
+}
+
 TEST_CASE("blocks round-trip and compress", "[trace]") {
   std::string file = StreamWithBlocks(3);
   std::vector<BlockProblem> problems;
@@ -124,14 +137,7 @@ TEST_CASE("file header rejects foreign files, damage and newer epochs", "[trace]
 }
 
 TEST_CASE("incompressible content is stored as is", "[trace]") {
-  std::string raw;
-  uint64_t x = 88172645463325252ull;
-  for (int i = 0; i < 4096; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    raw.push_back(static_cast<char>(x));
-  }
+  const std::string raw = Incompressible(4096);
   std::string file;
   BlockCodec codec;
   REQUIRE(codec.Encode(format::BlockKind::kPayload, 7, 0, Bytes(raw), &file).ok());
@@ -146,14 +152,7 @@ TEST_CASE("incompressible content is stored as is", "[trace]") {
 TEST_CASE("a block padded to a minimum length reads back as the same content", "[trace]") {
   std::string compressible;
   for (int k = 0; k < 200; ++k) compressible += "block 1;";
-  std::string random;
-  uint64_t x = 88172645463325252ull;
-  for (int i = 0; i < 300; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    random.push_back(static_cast<char>(x));
-  }
+  const std::string random = Incompressible(300);
   for (const std::string& raw : {compressible, random}) {
     BlockCodec codec;
     std::string natural;

@@ -32,13 +32,21 @@ uint64_t DrainAll(Ring& ring, SlotHeader* slot, Collected* c) {
   return end;
 }
 
-TEST_CASE("a slot's records come back in order across many wraps", "[trace]") {
-  testing::TempDir dir;
+// A ring file in `dir` whose slots hold `capacity` data bytes.
+std::unique_ptr<Ring> CreateRing(const testing::TempDir& dir, uint64_t capacity,
+                                 int64_t full_wait_ns = RingOptions{}.full_wait_ns) {
   RingOptions opt;
-  opt.capacity = 4096;
+  opt.capacity = capacity;
+  opt.full_wait_ns = full_wait_ns;
   auto ring = Ring::Create(dir / "ring", opt, kUuid);
   REQUIRE(ring.ok());
-  SlotHeader* slot = (*ring)->Claim(0, 1);
+  return std::move(ring).value();
+}
+
+TEST_CASE("a slot's records come back in order across many wraps", "[trace]") {
+  testing::TempDir dir;
+  auto ring = CreateRing(dir, 4096);
+  SlotHeader* slot = ring->Claim(0, 1);
   REQUIRE(slot != nullptr);
   Collected c;
   int appended = 0;
@@ -46,10 +54,10 @@ TEST_CASE("a slot's records come back in order across many wraps", "[trace]") {
     for (int i = 0; i < 7; ++i, ++appended) {
       std::string text(static_cast<size_t>(appended % 97), static_cast<char>('a' + appended % 26));
       MarkEvent m{appended};
-      REQUIRE((*ring)->AppendRecord(slot, EventKind::kMark, &m, sizeof(m), nullptr, 0, text.data(),
+      REQUIRE(ring->AppendRecord(slot, EventKind::kMark, &m, sizeof(m), nullptr, 0, text.data(),
                                     static_cast<uint32_t>(text.size()), 0));
     }
-    DrainAll(**ring, slot, &c);
+    DrainAll(*ring, slot, &c);
   }
   REQUIRE(c.index.size() == static_cast<size_t>(appended));
   for (int i = 0; i < appended; ++i) {
@@ -68,11 +76,9 @@ uint64_t DiskBytes(const std::string& path) {
 
 TEST_CASE("a slot takes disk space as it fills, not all at once", "[trace]") {
   testing::TempDir dir;
-  RingOptions opt;
-  opt.capacity = 1 << 20;
-  auto ring = Ring::Create(dir / "ring", opt, kUuid);
-  REQUIRE(ring.ok());
-  SlotHeader* slot = (*ring)->Claim(0, 1);
+  const uint64_t capacity = 1 << 20;
+  auto ring = CreateRing(dir, capacity);
+  SlotHeader* slot = ring->Claim(0, 1);
   REQUIRE(slot != nullptr);
   const uint64_t at_start = DiskBytes(dir / "ring");
   CHECK(at_start < 64 * 1024);
@@ -81,37 +87,33 @@ TEST_CASE("a slot takes disk space as it fills, not all at once", "[trace]") {
   std::string text(200, 'x');
   uint64_t appended = 0;
   std::vector<uint64_t> usage;
-  while (slot->head.load() < 5 * opt.capacity) {
+  while (slot->head.load() < 5 * capacity) {
     MarkEvent m{static_cast<int64_t>(appended)};
-    REQUIRE((*ring)->AppendRecord(slot, EventKind::kMark, &m, sizeof(m), nullptr, 0, text.data(),
+    REQUIRE(ring->AppendRecord(slot, EventKind::kMark, &m, sizeof(m), nullptr, 0, text.data(),
                                   static_cast<uint32_t>(text.size()), 0));
     ++appended;
     if (appended % 1000 == 0) {
-      DrainAll(**ring, slot, &c);
+      DrainAll(*ring, slot, &c);
       usage.push_back(DiskBytes(dir / "ring"));
     }
   }
-  DrainAll(**ring, slot, &c);
+  DrainAll(*ring, slot, &c);
   REQUIRE(c.index.size() == appended);
   for (uint64_t i = 0; i < appended; ++i) REQUIRE(c.index[i] == i);
-  CHECK(usage.front() < opt.capacity / 2);  // grew with use
+  CHECK(usage.front() < capacity / 2);  // grew with use
   CHECK(std::is_sorted(usage.begin(), usage.end()));
-  CHECK(DiskBytes(dir / "ring") <= kRingHeaderBytes + kSlotHeaderBytes + opt.capacity + 64 * 1024);
-  CHECK((*ring)->grow_error() == 0);
+  CHECK(DiskBytes(dir / "ring") <= kRingHeaderBytes + kSlotHeaderBytes + capacity + 64 * 1024);
+  CHECK(ring->grow_error() == 0);
 }
 
 TEST_CASE("a full slot drops and then reports the count, never silently", "[trace]") {
   testing::TempDir dir;
-  RingOptions opt;
-  opt.capacity = 4096;
-  opt.full_wait_ns = 1000000;  // 1 ms: nobody drains in this test
-  auto ring = Ring::Create(dir / "ring", opt, kUuid);
-  REQUIRE(ring.ok());
-  SlotHeader* slot = (*ring)->Claim(0, 1);
+  auto ring = CreateRing(dir, 4096, 1000000);  // 1 ms: nobody drains in this test
+  SlotHeader* slot = ring->Claim(0, 1);
   int ok = 0, dropped = 0;
   for (int i = 0; i < 200; ++i) {
     SeedEvent s{SeedSource::kSrand, static_cast<uint64_t>(i), 0};
-    if ((*ring)->AppendRecord(slot, EventKind::kSeed, &s, sizeof(s), nullptr, 0, nullptr, 0, 0)) {
+    if (ring->AppendRecord(slot, EventKind::kSeed, &s, sizeof(s), nullptr, 0, nullptr, 0, 0)) {
       ++ok;
     } else {
       ++dropped;
@@ -121,13 +123,13 @@ TEST_CASE("a full slot drops and then reports the count, never silently", "[trac
   CHECK(dropped > 0);
   CHECK(slot->dropped.load() == static_cast<uint64_t>(dropped));
   Collected c;
-  DrainAll(**ring, slot, &c);
+  DrainAll(*ring, slot, &c);
   CHECK(c.index.size() == static_cast<size_t>(ok));
   // The next append first reports the loss.
   SeedEvent s{SeedSource::kSrand, 999, 0};
-  REQUIRE((*ring)->AppendRecord(slot, EventKind::kSeed, &s, sizeof(s), nullptr, 0, nullptr, 0, 0));
+  REQUIRE(ring->AppendRecord(slot, EventKind::kSeed, &s, sizeof(s), nullptr, 0, nullptr, 0, 0));
   Collected after;
-  ring->get()->Drain(slot, SIZE_MAX, [&](const RingRecord& r) {
+  ring->Drain(slot, SIZE_MAX, [&](const RingRecord& r) {
     after.kind.push_back(static_cast<EventKind>(r.header->kind));
     if (r.header->kind == static_cast<uint16_t>(EventKind::kDrop)) {
       CHECK(static_cast<const DropEvent*>(r.body)->count == static_cast<uint64_t>(dropped));
@@ -138,22 +140,19 @@ TEST_CASE("a full slot drops and then reports the count, never silently", "[trac
 
 TEST_CASE("salvage recovers every published record from the ring file", "[trace]") {
   testing::TempDir dir;
-  RingOptions opt;
-  opt.capacity = 1 << 16;
-  auto ring = Ring::Create(dir / "ring", opt, kUuid);
-  REQUIRE(ring.ok());
-  SlotHeader* a = (*ring)->Claim(0, 1);
-  SlotHeader* b = (*ring)->Claim(1, 2);
+  auto ring = CreateRing(dir, 1 << 16);
+  SlotHeader* a = ring->Claim(0, 1);
+  SlotHeader* b = ring->Claim(1, 2);
   REQUIRE(a != b);
   for (int i = 0; i < 100; ++i) {
     MarkEvent m{i};
     std::string name = "m" + std::to_string(i);
-    REQUIRE((*ring)->AppendRecord(i % 2 ? a : b, EventKind::kMark, &m, sizeof(m), nullptr, 0,
+    REQUIRE(ring->AppendRecord(i % 2 ? a : b, EventKind::kMark, &m, sizeof(m), nullptr, 0,
                                   name.data(), static_cast<uint32_t>(name.size()), 0x10));
   }
   // The writer already consumed slot a's first 10 records.
   Collected first;
-  uint64_t end = (*ring)->Drain(a, 10, [&](const RingRecord& r) { first.index.push_back(r.header->index); });
+  uint64_t end = ring->Drain(a, 10, [&](const RingRecord& r) { first.index.push_back(r.header->index); });
   Ring::Consume(a, end);
 
   std::string bytes = testing::ReadFile(dir / "ring");
@@ -170,12 +169,11 @@ TEST_CASE("salvage recovers every published record from the ring file", "[trace]
 
 TEST_CASE("salvage reports damage instead of crashing", "[trace]") {
   testing::TempDir dir;
-  auto ring = Ring::Create(dir / "ring", RingOptions{}, kUuid);
-  REQUIRE(ring.ok());
-  SlotHeader* a = (*ring)->Claim(0, 1);
+  auto ring = CreateRing(dir, RingOptions{}.capacity);
+  SlotHeader* a = ring->Claim(0, 1);
   for (int i = 0; i < 10; ++i) {
     MarkEvent m{i};
-    (*ring)->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, "x", 1, 0);
+    ring->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, "x", 1, 0);
   }
   std::string bytes = testing::ReadFile(dir / "ring");
   std::string damaged = bytes;
@@ -194,14 +192,11 @@ TEST_CASE("salvage reports damage instead of crashing", "[trace]") {
 TEST_CASE("a damaged ring header cannot make salvage run away or misbehave", "[trace]") {
   // Found by the decoder fuzz target.
   testing::TempDir dir;
-  RingOptions opt;
-  opt.capacity = 4096;
-  auto ring = Ring::Create(dir / "ring", opt, kUuid);
-  REQUIRE(ring.ok());
-  SlotHeader* a = (*ring)->Claim(0, 1);
+  auto ring = CreateRing(dir, 4096);
+  SlotHeader* a = ring->Claim(0, 1);
   for (int i = 0; i < 10; ++i) {
     MarkEvent m{i};
-    REQUIRE((*ring)->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, "x", 1, 0));
+    REQUIRE(ring->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, "x", 1, 0));
   }
   const std::string bytes = testing::ReadFile(dir / "ring");
   auto span = [](const std::string& b) {

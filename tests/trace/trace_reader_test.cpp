@@ -142,6 +142,16 @@ TEST_CASE("a trace of a newer epoch is refused with what to do", "[trace]") {
   CHECK(r.status().message().find("upgrade replay") != std::string::npos);
 }
 
+// The trace in `dir`, which opens with its two ranks and one problem, that says `what`.
+std::unique_ptr<TraceReader> OpenWithOneProblem(const std::string& dir, const std::string& what) {
+  auto t = TraceReader::Open(dir);
+  REQUIRE(t.ok());
+  CHECK((*t)->ranks().size() == 2);
+  REQUIRE((*t)->problems().size() == 1);
+  CHECK((*t)->problems()[0].message.find(what) != std::string::npos);
+  return std::move(t).value();
+}
+
 TEST_CASE("a manifest from another recording is ignored, not every rank", "[trace]") {
   testing::TempDir a, b;
   WriteTrace(a.path(), 2, 10);
@@ -150,12 +160,8 @@ TEST_CASE("a manifest from another recording is ignored, not every rank", "[trac
   other.trace_uuid = Uuid{9, 9, 9};
   other.world_size = 2;
   testing::WriteFile(a / "manifest", EncodeJobManifest(other));
-  auto t = TraceReader::Open(a.path());
-  REQUIRE(t.ok());
-  CHECK((*t)->ranks().size() == 2);
-  CHECK(!(*t)->manifest().has_value());
-  REQUIRE((*t)->problems().size() == 1);
-  CHECK((*t)->problems()[0].message.find("the manifest is ignored") != std::string::npos);
+  auto t = OpenWithOneProblem(a.path(), "the manifest is ignored");
+  CHECK(!t->manifest().has_value());
 
   // Ranks of two recordings and a manifest of neither: nothing to go by.
   std::filesystem::copy(a / "rank-00000", b / "rank-00000");
@@ -180,11 +186,7 @@ TEST_CASE("a bit flip in a manifest's file header is damage, not a newer format"
   std::string bytes = testing::ReadFile(dir / "manifest");
   bytes[offsetof(format::FileHeader, min_reader_epoch)] ^= 0x10;
   testing::WriteFile(dir / "manifest", bytes);
-  auto t = TraceReader::Open(dir.path());
-  REQUIRE(t.ok());
-  CHECK((*t)->ranks().size() == 2);
-  REQUIRE((*t)->problems().size() == 1);
-  CHECK((*t)->problems()[0].message.find("checksum mismatch") != std::string::npos);
+  OpenWithOneProblem(dir.path(), "checksum mismatch");
 }
 
 TEST_CASE("a trace the epoch 2 writer wrote still reads, every kind intact", "[trace]") {
@@ -213,10 +215,10 @@ TEST_CASE("a trace the epoch 2 writer wrote still reads, every kind intact", "[t
   }
 }
 
-TEST_CASE("a rank that is still writing is reported as such, with its ring", "[trace]") {
-  testing::TempDir dir;
+// Rank 0, still writing: 50 allreduces in sealed blocks, 30 more only in its ring.
+std::unique_ptr<TraceWriter> RunningRank(const std::string& dir) {
   WriterOptions o;
-  o.dir = dir.path();
+  o.dir = dir;
   o.header.rank = 0;
   o.background_thread = false;
   auto w = TraceWriter::Open(o);
@@ -224,12 +226,18 @@ TEST_CASE("a rank that is still writing is reported as such, with its ring", "[t
   for (int i = 0; i < 50; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
   REQUIRE((*w)->Flush().ok());
   for (int i = 50; i < 80; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  return std::move(w).value();
+}
+
+TEST_CASE("a rank that is still writing is reported as such, with its ring", "[trace]") {
+  testing::TempDir dir;
+  auto w = RunningRank(dir.path());
   auto r = RankReader::Open(dir / "rank-00000");
   REQUIRE(r.ok());
   CHECK((*r)->status() == RankStatus::kRunning);
   CHECK((*r)->events().size() == 80);
   CHECK((*r)->stats().salvaged == 30);
-  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  REQUIRE(w->Close(CloseReason::kExit).ok());
   auto done = RankReader::Open(dir / "rank-00000");
   REQUIRE(done.ok());
   CHECK((*done)->status() == RankStatus::kComplete);
@@ -250,13 +258,8 @@ TEST_CASE("reading a running rank while its writer seals and rewrites blocks mis
     auto r = RankReader::Open(rank_dir);
     REQUIRE(r.ok());
     ++reads;
-    const std::vector<Event>& events = (*r)->events();
-    INFO("read " << reads << ": " << events.size() << " events, " << before << " appended before it");
-    REQUIRE(events.size() >= before);
-    REQUIRE((*r)->stats().missing == 0);
-    size_t out_of_place = 0;
-    for (size_t i = 0; i < events.size(); ++i) out_of_place += events[i].op.seq != i + 1;
-    REQUIRE(out_of_place == 0);
+    INFO("read " << reads << ": " << (*r)->events().size() << " events, " << before << " appended before it");
+    testing::RequireAllPublished(**r, before);
     for (const TraceProblem& p : (*r)->problems()) {
       INFO(p.message);
       CHECK(p.torn_tail);  // at most a block being appended
@@ -295,11 +298,7 @@ TEST_CASE("a rank directory of another recording is ignored and reported", "[tra
   auto w = TraceWriter::Open(o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Close(CloseReason::kExit).ok());
-  auto t = TraceReader::Open(dir.path());
-  REQUIRE(t.ok());
-  CHECK((*t)->ranks().size() == 2);
-  REQUIRE((*t)->problems().size() == 1);
-  CHECK((*t)->problems()[0].message.find("another recording") != std::string::npos);
+  OpenWithOneProblem(dir.path(), "another recording");
 }
 
 TEST_CASE("a foreign file in place of a stream is refused, not parsed", "[trace]") {
@@ -506,21 +505,13 @@ TEST_CASE("a rank opened to stream walks the events and the damage of one read w
 
 TEST_CASE("a running rank opened to stream walks its blocks and then its ring", "[trace]") {
   testing::TempDir dir;
-  WriterOptions o;
-  o.dir = dir.path();
-  o.header.rank = 0;
-  o.background_thread = false;
-  auto w = TraceWriter::Open(o);
-  REQUIRE(w.ok());
-  for (int i = 0; i < 50; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
-  REQUIRE((*w)->Flush().ok());
-  for (int i = 50; i < 80; ++i) (*w)->Append(testing::AllreduceOp(1, i + 1, 1, i));
+  auto w = RunningRank(dir.path());
   EventWalk walk;
   std::vector<Event> streamed = Walked(dir / "rank-00000", &walk);
   REQUIRE(streamed.size() == 80);
   for (size_t i = 0; i < streamed.size(); ++i) CHECK(streamed[i].index == i);
   CHECK(walk.stats.salvaged == 30);
-  REQUIRE((*w)->Close(CloseReason::kExit).ok());
+  REQUIRE(w->Close(CloseReason::kExit).ok());
 }
 
 TEST_CASE("events a slow thread published late are walked in index order", "[trace]") {

@@ -41,6 +41,12 @@ std::unique_ptr<RankReader> ReadRank(const std::string& dir, int rank = 0) {
   return std::move(r).value();
 }
 
+// The rank holds the allreduces of seq 1, 2, ..., `n` in order, and no more.
+void RequireSeqsUpTo(const RankReader& r, size_t n) {
+  REQUIRE(r.events().size() == n);
+  for (size_t i = 0; i < n; ++i) REQUIRE(r.events()[i].op.seq == i + 1);
+}
+
 TEST_CASE("every event kind round-trips through writer and reader", "[trace]") {
   testing::TempDir dir;
   auto w = TraceWriter::Open(Options(dir.path()));
@@ -250,8 +256,7 @@ TEST_CASE("a slow stream's flushes rewrite its last block in place until it is s
   CHECK(r->status() == RankStatus::kComplete);
   CHECK(r->problems().empty());
   CHECK(r->stats().blocks == 2);
-  REQUIRE(r->events().size() == 480);
-  for (size_t i = 0; i < 480; ++i) REQUIRE(r->events()[i].op.seq == i + 1);
+  RequireSeqsUpTo(*r, 480);
 }
 
 TEST_CASE("while a reader holds the events file's lock, the writer appends instead of rewriting", "[trace]") {
@@ -284,8 +289,7 @@ TEST_CASE("while a reader holds the events file's lock, the writer appends inste
   CHECK((*w)->stats().blocks_written == 3);
   auto r = ReadRank(dir.path());
   CHECK(r->problems().empty());
-  REQUIRE(r->events().size() == 40);
-  for (size_t i = 0; i < 40; ++i) REQUIRE(r->events()[i].op.seq == i + 1);
+  RequireSeqsUpTo(*r, 40);
 }
 
 TEST_CASE("an open block is sealed when it is full or when its thread ends", "[trace]") {
