@@ -12,6 +12,13 @@ std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
+// The header at the front of an encoded block.
+format::BlockHeader HeaderOf(const std::string& block) {
+  format::BlockHeader h;
+  std::memcpy(&h, block.data(), sizeof(h));
+  return h;
+}
+
 const uint8_t kUuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 // A stream file with `n` blocks whose content is "block <i>" repeated.
@@ -141,8 +148,7 @@ TEST_CASE("incompressible content is stored as is", "[trace]") {
   std::string file;
   BlockCodec codec;
   REQUIRE(codec.Encode(format::BlockKind::kPayload, 7, 0, Bytes(raw), &file).ok());
-  format::BlockHeader h;
-  std::memcpy(&h, file.data(), sizeof(h));
+  format::BlockHeader h = HeaderOf(file);
   CHECK(h.codec == static_cast<uint8_t>(format::Codec::kNone));
   std::string back;
   REQUIRE(codec.Decode(h, Bytes(file).subspan(sizeof(h)), &back).ok());
@@ -195,8 +201,7 @@ TEST_CASE("a block whose zstd frame disagrees with its header is refused before 
   std::string file;
   BlockCodec codec;
   REQUIRE(codec.Encode(format::BlockKind::kEvents, 0, 1, Bytes(raw), &file).ok());
-  format::BlockHeader h;
-  std::memcpy(&h, file.data(), sizeof(h));
+  format::BlockHeader h = HeaderOf(file);
   REQUIRE(h.codec == static_cast<uint8_t>(format::Codec::kZstd));
   h.raw_size = format::kMaxRawBlock;
   std::string back;

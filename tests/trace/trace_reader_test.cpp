@@ -409,16 +409,22 @@ TEST_CASE("a header or manifest stating a rank, world size or clock no job has r
   CHECK((*r)->problems()[0].message.find("states world size 2147483647") != std::string::npos);
 }
 
+// Allreduces on comm 5 with seq 1 to `n`, indexed from 0, as a rank appends them.
+std::vector<Event> IndexedAllreduces(int n) {
+  std::vector<Event> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(testing::AllreduceOp(5, i + 1, 4, i));
+    out.back().index = static_cast<uint64_t>(i);
+  }
+  return out;
+}
+
 TEST_CASE("event times no clock gives are clamped and reported, so sums of times cannot overflow", "[trace]") {
   // Found by the analysis fuzz target: a crafted time overflowed check's
   // arithmetic on wall-clock times.
   testing::TempDir dir;
   WriteTrace(dir.path(), 1, 3);
-  std::vector<Event> events;
-  for (int i = 0; i < 3; ++i) {
-    events.push_back(testing::AllreduceOp(5, i + 1, 4, i));
-    events.back().index = i;
-  }
+  std::vector<Event> events = IndexedAllreduces(3);
   events[0].time_ns = 1000;
   events[1].time_ns = INT64_MAX;
   events[2].time_ns = INT64_MIN + 5;
@@ -517,11 +523,7 @@ TEST_CASE("a running rank opened to stream walks its blocks and then its ring", 
 TEST_CASE("events a slow thread published late are walked in index order", "[trace]") {
   testing::TempDir dir;
   WriteTrace(dir.path(), 1, 1);
-  std::vector<Event> all;
-  for (int i = 0; i < 800; ++i) {
-    all.push_back(testing::AllreduceOp(5, i + 1, 4, i));
-    all.back().index = static_cast<uint64_t>(i);
-  }
+  std::vector<Event> all = IndexedAllreduces(800);
   auto block = [&](std::vector<int> indexes) {
     std::vector<Event> b;
     for (int i : indexes) b.push_back(all[static_cast<size_t>(i)]);
@@ -544,11 +546,7 @@ TEST_CASE("events a slow thread published late are walked in index order", "[tra
   }
   SECTION("further out of place: the stream passes it late and says so, read whole it is sorted in") {
     // Blocks of 20,000 events: the merge looks back over at least 65,536.
-    all.clear();
-    for (int i = 0; i < 200000; ++i) {
-      all.push_back(testing::AllreduceOp(5, i + 1, 4, i));
-      all.back().index = static_cast<uint64_t>(i);
-    }
+    all = IndexedAllreduces(200000);
     std::vector<std::vector<Event>> blocks = {block(range(0, 20000, {50}))};
     for (int b = 1; b < 9; ++b) blocks.push_back(block(range(b * 20000, (b + 1) * 20000)));
     std::vector<int> very_late = {50};
