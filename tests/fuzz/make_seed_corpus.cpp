@@ -10,30 +10,16 @@
 // by that epoch's writer, since readers still read it.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "fuzz_support.h"
 #include "replay/trace_writer.h"
 #include "support/sample_events.h"
+#include "support/temp_dir.h"
 #include "trace/block.h"
 #include "trace/event_codec.h"
 
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-  return static_cast<bool>(out);
-}
 
 replay::WriterOptions Options(const std::string& dir) {
   replay::WriterOptions o;
@@ -70,17 +56,17 @@ int main(int argc, char** argv) {
     for (const Event& e : events) (*w)->Append(e);
     if (!(*w)->Close(CloseReason::kFinalize).ok()) return 1;
     std::string rank = (*w)->rank_dir();
-    WriteFile(out + "/events", ReadFile(rank + "/events"));
-    WriteFile(out + "/header", ReadFile(rank + "/header"));
-    WriteFile(out + "/manifest", ReadFile(scratch + "/closed/manifest"));
+    testing::WriteFile(out + "/events", testing::ReadFile(rank + "/events"));
+    testing::WriteFile(out + "/header", testing::ReadFile(rank + "/header"));
+    testing::WriteFile(out + "/manifest", testing::ReadFile(scratch + "/closed/manifest"));
   }
   // A recording whose process "died": the ring still holds what was appended.
   {
     auto w = TraceWriter::Open(Options(scratch + "/crashed"));
     if (!w.ok()) return 1;
     for (size_t i = 0; i < 6; ++i) (*w)->Append(events[i * 2]);
-    std::string ring = ReadFile((*w)->rank_dir() + "/ring");
-    WriteFile(out + "/ring", fuzz::CompactRing(
+    std::string ring = testing::ReadFile((*w)->rank_dir() + "/ring");
+    testing::WriteFile(out + "/ring", fuzz::CompactRing(
                                  {reinterpret_cast<const uint8_t*>(ring.data()), ring.size()}));
     (*w)->Close(CloseReason::kExit);
   }
@@ -97,7 +83,7 @@ int main(int argc, char** argv) {
     const uint8_t uuid[16] = {1};
     EncodeFileHeader(format::StreamKind::kEvents, uuid, &file);
     fuzz::AppendRawBlock(format::BlockKind::kEvents, 0, 4, raw, &file);
-    WriteFile(out + "/events-raw-block", file);
+    testing::WriteFile(out + "/events-raw-block", file);
   }
   std::filesystem::remove_all(scratch);
   return 0;
