@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "analysis/synthetic_job.h"
+#include "interop/exported.h"
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/event_json.h"
@@ -22,14 +23,8 @@ using testing::SyntheticJob;
 void WriteJob(const std::string& dir) { testing::WriteRingThenHang(dir, /*on_world=*/true); }
 
 std::vector<json> Lines(const std::string& dir, const JsonLinesOptions& options = {}, JsonLinesSummary* summary = nullptr) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  std::ostringstream out;
-  auto s = WriteJsonLines(**trace, out, options);
-  REQUIRE(s.ok());
-  if (summary != nullptr) *summary = *s;
   std::vector<json> lines;
-  std::istringstream in(out.str());
+  std::istringstream in(testing::Exported(dir, WriteJsonLines, options, summary));
   for (std::string line; std::getline(in, line);) {
     json j = json::parse(line, nullptr, false);
     INFO(line);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/synthetic_job.h"
+#include "interop/exported.h"
 #include "interop/pftrace_reader.h"
 #include "interop/timed_job.h"
 #include "replay/check.h"
@@ -27,13 +28,7 @@ using testing::SyntheticJob;
 void WriteJob(const std::string& dir) { testing::WriteRingThenHang(dir, /*on_world=*/false); }
 
 json Export(const std::string& dir, PerfettoSummary* summary = nullptr) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  std::ostringstream out;
-  auto s = WritePerfetto(**trace, out);
-  REQUIRE(s.ok());
-  if (summary != nullptr) *summary = *s;
-  json doc = json::parse(out.str(), nullptr, false);
+  json doc = json::parse(testing::Exported(dir, WritePerfetto, PerfettoOptions{}, summary), nullptr, false);
   REQUIRE(!doc.is_discarded());
   return doc;
 }
@@ -193,13 +188,7 @@ std::multimap<std::string, std::pair<double, double>> Slices(const json& doc) {
 }
 
 json ExportWith(const std::string& dir, const PerfettoOptions& o, PerfettoSummary* summary) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  std::ostringstream out;
-  auto s = WritePerfetto(**trace, out, o);
-  REQUIRE(s.ok());
-  *summary = *s;
-  return json::parse(out.str());
+  return json::parse(testing::Exported(dir, WritePerfetto, o, summary));
 }
 
 TEST_CASE("a Perfetto window keeps the operations that overlap it and the instants in it", "[interop]") {
@@ -282,13 +271,7 @@ using testing::Pftrace;
 using testing::ReadPftrace;
 
 Pftrace ExportProto(const std::string& dir, const PerfettoOptions& o = {}, PerfettoSummary* summary = nullptr) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  std::ostringstream out;
-  auto s = WritePerfettoProto(**trace, out, o);
-  REQUIRE(s.ok());
-  if (summary != nullptr) *summary = *s;
-  return ReadPftrace(out.str());
+  return ReadPftrace(testing::Exported(dir, WritePerfettoProto, o, summary));
 }
 
 json ExportJson(const std::string& dir, const PerfettoOptions& o = {}) {

@@ -23,6 +23,14 @@ OpArgs Args(OpKind kind, int size, int rank, int64_t send_count, int64_t recv_co
   return a;
 }
 
+// What the rank of `a` sends and receives in all.
+void CheckTotals(const OpArgs& a, int64_t send, int64_t recv) {
+  INFO(OpKindName(a.kind) << " rank " << a.rank << " of " << a.size);
+  const OpTotals t = Totals(a);
+  CHECK(t.send == send);
+  CHECK(t.recv == recv);
+}
+
 // `a` with its send buffer the receive buffer (MPI_IN_PLACE).
 OpArgs InPlace(OpArgs a) {
   a.in_place = true;
@@ -30,9 +38,7 @@ OpArgs InPlace(OpArgs a) {
 }
 
 TEST_CASE("an allreduce sends and receives its count on every rank", "[replay]") {
-  OpTotals t = Totals(Args(OpKind::kAllreduce, 4, 2, 8, 8));
-  CHECK(t.send == 8);
-  CHECK(t.recv == 8);
+  CheckTotals(Args(OpKind::kAllreduce, 4, 2, 8, 8), 8, 8);
 }
 
 TEST_CASE("for operations of one block a side, OneBlocks says what ForEachBlock visits", "[replay]") {
@@ -79,12 +85,8 @@ TEST_CASE("for operations of one block a side, OneBlocks says what ForEachBlock 
 }
 
 TEST_CASE("a gather's root receives a block from every rank; the others only send", "[replay]") {
-  OpTotals root = Totals(Args(OpKind::kGather, 4, 3, 5, 5, 3));
-  CHECK(root.send == 5);
-  CHECK(root.recv == 20);
-  OpTotals other = Totals(Args(OpKind::kGather, 4, 1, 5, 5, 3));
-  CHECK(other.send == 5);
-  CHECK(other.recv == 0);
+  CheckTotals(Args(OpKind::kGather, 4, 3, 5, 5, 3), 5, 20);  // the root
+  CheckTotals(Args(OpKind::kGather, 4, 1, 5, 5, 3), 5, 0);
 }
 
 TEST_CASE("in place, an allgather sends its own block of the receive buffer", "[replay]") {
@@ -99,9 +101,7 @@ TEST_CASE("in place, an allgather sends its own block of the receive buffer", "[
 }
 
 TEST_CASE("in place, a scatter's root keeps its block and receives nothing", "[replay]") {
-  OpTotals t = Totals(InPlace(Args(OpKind::kScatter, 3, 0, 2, 2, 0)));
-  CHECK(t.send == 6);
-  CHECK(t.recv == 0);
+  CheckTotals(InPlace(Args(OpKind::kScatter, 3, 0, 2, 2, 0)), 6, 0);
 }
 
 TEST_CASE("in place, an all-to-all sends what its receive buffer holds", "[replay]") {
@@ -132,9 +132,7 @@ TEST_CASE("a reduce-scatter sends the sum of the counts and receives its own", "
   const int counts[] = {1, 2, 3};
   OpArgs a = Args(OpKind::kReduceScatter, 3, 2, 0, 0);
   a.recv_counts = counts;
-  OpTotals t = Totals(a);
-  CHECK(t.send == 6);
-  CHECK(t.recv == 3);
+  CheckTotals(a, 6, 3);
 }
 
 TEST_CASE("NCCL's broadcast root receives into a buffer of its own", "[replay]") {
