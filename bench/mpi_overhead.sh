@@ -17,7 +17,11 @@
 #        ranks' traffic on TCP (loopback) instead of shared memory, as between
 #        nodes. SUITE=nccl times ncclAllReduce loops on the host NCCL stand-in
 #        (bench/nccl_allreduce_loop, host memory) instead: 8 bytes and
-#        LARGE_BYTES (default 64 MiB), no trainer.
+#        LARGE_BYTES (default 64 MiB), no trainer. LEVELS (default
+#        "meta hash data") picks the levels; LEVEL+SCAN records at LEVEL with
+#        REPLAY_NAN_SCAN=SCAN, e.g. LEVELS="hash hash+all hash+hashed".
+#        WORKLOADS (default "allreduce-8B allreduce-1MiB trainer") picks the
+#        workloads by name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
@@ -59,7 +63,12 @@ run() {  # run NAME COMMAND SOURCE [LEVEL]: prints seconds
     out=$($mpirun $cmd 2>/dev/null)
   else
     rm -rf "$work/t"
-    out=$($replay record --level "$level" -o "$work/t" -- $mpirun $cmd 2>/dev/null)
+    local env=()
+    if [[ "$level" == *+* ]]; then
+      env=("REPLAY_NAN_SCAN=${level#*+}")
+      level=${level%%+*}
+    fi
+    out=$(env "${env[@]}" $replay record --level "$level" -o "$work/t" -- $mpirun $cmd 2>/dev/null)
   fi
   end=$(date +%s.%N)
   if [[ "$src" == self ]]; then
@@ -71,15 +80,16 @@ run() {  # run NAME COMMAND SOURCE [LEVEL]: prints seconds
 
 trace_bytes() { du -sb "$work/t" | awk '{print $1}'; }
 
+read -r -a levels <<<"${LEVELS:-meta hash data}"
 printf '%-15s %-5s %11s %11s %13s %14s %14s\n' workload level plain_s recorded_s ratio_median added_ns/call trace_B/op
 for w in "${workloads[@]}"; do
   IFS='|' read -r name cmd calls src <<<"$w"
+  [[ " ${WORKLOADS:-$name} " == *" $name "* ]] || continue
   declare -A plain=() rec=() ratio=() bytes=()
-  levels=(meta hash data)
   for ((r = 0; r < rounds; r++)); do
     # Rotate the order of levels round by round.
-    for ((k = 0; k < 3; k++)); do
-      lv=${levels[$(((r + k) % 3))]}
+    for ((k = 0; k < ${#levels[@]}; k++)); do
+      lv=${levels[$(((r + k) % ${#levels[@]}))]}
       p=$(run "$name" "$cmd" "$src")
       q=$(run "$name" "$cmd" "$src" "$lv")
       plain[$lv]+="$p "
@@ -88,7 +98,7 @@ for w in "${workloads[@]}"; do
       bytes[$lv]=$(trace_bytes)
     done
   done
-  for lv in meta hash data; do
+  for lv in "${levels[@]}"; do
     pm=$(echo ${plain[$lv]} | tr ' ' '\n' | median)
     qm=$(echo ${rec[$lv]} | tr ' ' '\n' | median)
     rm_=$(echo ${ratio[$lv]} | tr ' ' '\n' | median)

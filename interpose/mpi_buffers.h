@@ -40,10 +40,20 @@ Bytes Gather(const Region& r, MPI_Comm comm);
 // bytes are fewer than the region holds (what there is is still written).
 bool Scatter(const Region& r, std::string_view bytes, MPI_Comm comm);
 
-// Fingerprints a region into (hash, nan, inf); at level data also the payload
-// key, and stores the bytes when the context has a writer.
-bool FingerprintRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* hash,
-                       uint32_t* nan, uint32_t* inf, uint64_t* payload_hash, uint64_t* payload_size);
+// Fingerprints what a call sends into its op (hash, NaN/Inf counts,
+// kHasSendHash). Nothing at level meta or for an empty region.
+void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op);
+
+// Fingerprints what a call received into its return or completion (hash,
+// NaN/Inf counts, kHasRecvHash, and kRecvSampled where the counts cover the
+// sample only) and, at level data, stores the bytes and their payload key.
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, ReturnEvent* ret);
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, CompletionEvent* c);
+
+// At level data, stores a region's bytes and their payload key without
+// fingerprinting them as received data.
+void StoreRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* payload_hash,
+                 uint64_t* payload_size);
 
 // The request handles a completion call was given, as they were on entry.
 extern thread_local std::vector<MPI_Request> t_saved;

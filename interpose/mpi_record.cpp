@@ -415,7 +415,8 @@ Mode Call::Begin() noexcept {
     ctx_.comms = &session_->comms();
     ctx_.requests = &session_->requests();
     ctx_.level = Level::kData;
-    ctx_.policy = session_->policy();
+    ctx_.policy = &session_->policy();
+    ctx_.received_policy = &session_->received_policy();
     ctx_.capture = &emitted_;
     recording_ = true;
     if (rerun::AllRanks()) {
@@ -437,7 +438,8 @@ Mode Call::Begin() noexcept {
   ctx_.comms = &rec_->comms();
   ctx_.requests = &rec_->requests();
   ctx_.level = rec_->level();
-  ctx_.policy = rec_->fingerprints();
+  ctx_.policy = &rec_->fingerprints();
+  ctx_.received_policy = &rec_->received_fingerprints();
   ctx_.writer = &rec_->writer();
   recording_ = true;
   return mode_ = Mode::kRecord;
@@ -502,16 +504,17 @@ void Call::AppendError(int rc) {
 }
 
 
-// Fingerprints a region into (hash, nan, inf) fields, and at level data stores
-// the bytes. Returns whether anything was fingerprinted.
-bool FingerprintRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* hash,
-                       uint32_t* nan, uint32_t* inf, uint64_t* payload_hash, uint64_t* payload_size) {
-  if (ctx.level == Level::kMeta || r.empty()) return false;
+namespace {
+
+// Fingerprints a region with `policy`; at level data stores the bytes and
+// their key in *payload_hash and *payload_size (when given). Nothing at level
+// meta or for an empty region.
+std::optional<Fingerprint> Fingerprinted(const CallContext& ctx, const Region& r, MPI_Comm comm,
+                                         const FingerprintPolicy* policy, uint64_t* payload_hash,
+                                         uint64_t* payload_size) {
+  if (ctx.level == Level::kMeta || r.empty()) return std::nullopt;
   Bytes b = Gather(r, comm);
-  Fingerprint f = FingerprintBuffer(b.data, b.size, b.dt, ctx.policy);
-  *hash = f.hash;
-  *nan = f.nan;
-  *inf = f.inf;
+  Fingerprint f = FingerprintBuffer(b.data, b.size, b.dt, *policy);
   if (payload_hash != nullptr && ctx.level == Level::kData && b.size > 0) {
     uint64_t full = f.sampled ? Hash64(b.data, b.size) : f.hash;
     *payload_hash = full;
@@ -521,9 +524,43 @@ bool FingerprintRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, u
       if (!ref.ok()) *payload_hash = *payload_size = 0;
     }
   }
-  return true;
+  return f;
 }
 
+template <typename Body>
+void Received(const CallContext& ctx, const Region& r, MPI_Comm comm, Body* body) {
+  auto f = Fingerprinted(ctx, r, comm, ctx.received_policy, &body->payload_hash, &body->payload_size);
+  if (!f) return;
+  body->recv_hash = f->hash;
+  body->recv_nan = f->nan;
+  body->recv_inf = f->inf;
+  body->flags |= op_flags::kHasRecvHash;
+  if (f->counts_sampled) body->flags |= op_flags::kRecvSampled;
+}
+
+}  // namespace
+
+void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op) {
+  auto f = Fingerprinted(ctx, r, comm, ctx.policy, nullptr, nullptr);
+  if (!f) return;
+  op->send_hash = f->hash;
+  op->send_nan = f->nan;
+  op->send_inf = f->inf;
+  op->flags |= op_flags::kHasSendHash;
+}
+
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, ReturnEvent* ret) {
+  Received(ctx, r, comm, ret);
+}
+
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, CompletionEvent* c) {
+  Received(ctx, r, comm, c);
+}
+
+void StoreRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* payload_hash,
+                 uint64_t* payload_size) {
+  Fingerprinted(ctx, r, comm, ctx.received_policy, payload_hash, payload_size);
+}
 
 void Call::DoEnter() {
   const MpiAbi& abi = Abi();
@@ -552,11 +589,7 @@ void Call::DoEnter() {
     op_.recv_dtype_size = ti.size;
     op_.recv_count = count;
   };
-  auto fingerprint_send = [&](const Region& r) {
-    if (FingerprintRegion(ctx_, r, comm, &op_.send_hash, &op_.send_nan, &op_.send_inf, nullptr, nullptr)) {
-      op_.flags |= op_flags::kHasSendHash;
-    }
-  };
+  auto fingerprint_send = [&](const Region& r) { FingerprintSent(ctx_, r, comm, &op_); };
 
   switch (shape_) {
     case Shape::kInit:
@@ -716,9 +749,7 @@ void Call::DoEnter() {
             Region r;
             r.Add(reinterpret_cast<const void*>(p.send_buf), p.send_count, t);
             MPI_Comm pc = reinterpret_cast<MPI_Comm>(p.comm_handle);
-            if (FingerprintRegion(ctx_, r, pc, &o.send_hash, &o.send_nan, &o.send_inf, nullptr, nullptr)) {
-              o.flags |= op_flags::kHasSendHash;
-            }
+            FingerprintSent(ctx_, r, pc, &o);
           }
           Emit(EventKind::kOp, o, call_site_);
         });
@@ -875,9 +906,7 @@ void Call::EnterCollective() {
     op_.recv_dtype = ri.dt;
     op_.recv_dtype_size = ri.size;
   }
-  if (FingerprintRegion(ctx_, send, comm, &op_.send_hash, &op_.send_nan, &op_.send_inf, nullptr, nullptr)) {
-    op_.flags |= op_flags::kHasSendHash;
-  }
+  FingerprintSent(ctx_, send, comm, &op_);
   AppendOp();
   // What completion will fingerprint: now for blocking calls (kept on the
   // stack), filed with the request for non-blocking ones.
@@ -906,11 +935,7 @@ void Call::LeaveCollective(int rc) {
     if (rc == MPI_SUCCESS) ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), pending_);
     return;
   }
-  if (rc == MPI_SUCCESS &&
-      FingerprintRegion(ctx_, recv_region_, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf,
-                        &ret_.payload_hash, &ret_.payload_size)) {
-    ret_.flags |= op_flags::kHasRecvHash;
-  }
+  if (rc == MPI_SUCCESS) FingerprintReceived(ctx_, recv_region_, comm, &ret_);
   AppendReturn(rc);
 }
 
@@ -996,9 +1021,7 @@ void Call::LeaveRma(int rc) {
   // updates land, so they are the same in every run only once it closes.
   Region r;
   if (rc == MPI_SUCCESS && WindowSync(api_, win, &r)) {
-    uint64_t hash = 0;
-    uint32_t nan = 0, inf = 0;
-    FingerprintRegion(ctx_, r, Abi().comm_self, &hash, &nan, &inf, &ret_.payload_hash, &ret_.payload_size);
+    StoreRegion(ctx_, r, Abi().comm_self, &ret_.payload_hash, &ret_.payload_size);
   }
   AppendReturn(rc);
   if (req != nullptr && rc == MPI_SUCCESS) ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), RmaRequest(op_.request));
@@ -1151,10 +1174,7 @@ void Call::LeaveComplete(int rc) {
                 reinterpret_cast<MPI_Datatype>(piece[2]));
         }
       }
-      if (!c.cancelled && FingerprintRegion(ctx_, r, reinterpret_cast<MPI_Comm>(p->comm_handle), &c.recv_hash,
-                                            &c.recv_nan, &c.recv_inf, &c.payload_hash, &c.payload_size)) {
-        c.flags |= op_flags::kHasRecvHash;
-      }
+      if (!c.cancelled) FingerprintReceived(ctx_, r, reinterpret_cast<MPI_Comm>(p->comm_handle), &c);
     } else if (st != nullptr && p->kind == OpKind::kSend) {
       int cancelled = 0;
       abi.Test_cancelled(st, &cancelled);
@@ -1230,10 +1250,7 @@ void Call::NoteReceived(bool wildcard) {
   if (wildcard && cs_ != nullptr && ret_.source >= 0) ret_.peer_seq = cs_->NextRecv(ret_.source);
   Region r;
   r.Add(rbuf, got, rtype);
-  if (FingerprintRegion(ctx_, r, comm, &ret_.recv_hash, &ret_.recv_nan, &ret_.recv_inf, &ret_.payload_hash,
-                        &ret_.payload_size)) {
-    ret_.flags |= op_flags::kHasRecvHash;
-  }
+  FingerprintReceived(ctx_, r, comm, &ret_);
 }
 
 void Call::DoLeave(int rc) {

@@ -68,7 +68,8 @@ struct CallContext {
   CommTable* comms = nullptr;
   RequestTable* requests = nullptr;
   Level level = Level::kHash;
-  FingerprintPolicy policy;
+  const FingerprintPolicy* policy = nullptr;           // of what a call sends
+  const FingerprintPolicy* received_policy = nullptr;  // of what it receives
   TraceWriter* writer = nullptr;        // null: payloads are not stored
   std::vector<Event>* capture = nullptr;  // re-run: where emitted events go
 };

@@ -842,12 +842,20 @@ bool Records(Shape shape) {
   return shape != Shape::kTypeFree && shape != Shape::kRequestFree && !Unrecorded(shape);
 }
 
+// Whether what a call received differs from what it received when recorded:
+// its fingerprint, and its NaN count where both counted the same elements.
+template <typename Body>
+bool ReceivedDiffers(const Body& now, const Body& then) {
+  if ((now.flags & op_flags::kHasRecvHash) == 0 || (then.flags & op_flags::kHasRecvHash) == 0) return false;
+  const bool alike = (now.flags & op_flags::kRecvSampled) == (then.flags & op_flags::kRecvSampled);
+  return now.recv_hash != then.recv_hash || (alike && now.recv_nan != then.recv_nan);
+}
+
 std::string CompareReturn(const ReturnEvent& now, const ReturnEvent& then) {
   std::ostringstream d;
   if (now.rc != then.rc) d << "; returned " << now.rc << " (recorded " << then.rc << ")";
   if (now.source != then.source) d << "; matched source " << now.source << " (recorded " << then.source << ")";
-  if ((now.flags & op_flags::kHasRecvHash) && (then.flags & op_flags::kHasRecvHash) &&
-      (now.recv_hash != then.recv_hash || now.recv_nan != then.recv_nan)) {
+  if (ReceivedDiffers(now, then)) {
     d << "; the data received differs: fingerprint " << Hex(now.recv_hash) << " (recorded " << Hex(then.recv_hash)
       << ")";
     if (now.recv_nan != then.recv_nan) d << ", " << now.recv_nan << " NaN (recorded " << then.recv_nan << ")";
@@ -859,8 +867,7 @@ std::string CompareReturn(const ReturnEvent& now, const ReturnEvent& then) {
 std::string CompareCompletion(const CompletionEvent& now, const CompletionEvent& then) {
   std::ostringstream d;
   if (now.source != then.source) d << "; matched source " << now.source << " (recorded " << then.source << ")";
-  if ((now.flags & op_flags::kHasRecvHash) && (then.flags & op_flags::kHasRecvHash) &&
-      (now.recv_hash != then.recv_hash || now.recv_nan != then.recv_nan)) {
+  if (ReceivedDiffers(now, then)) {
     d << "; the data received differs: fingerprint " << Hex(now.recv_hash) << " (recorded " << Hex(then.recv_hash)
       << ")";
   }

@@ -331,6 +331,7 @@ void Hand(std::vector<Op>& ops) {
       p.send_bytes = side.stage_bytes;
       p.send_dtype = op.send_dtype;
       p.sent = side.host;
+      p.input_fingerprinted = true;
     }
     Complete(rec, p);
   }

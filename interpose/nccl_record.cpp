@@ -94,13 +94,17 @@ void Complete(Recorder* rec, const Pending& p) {
   void* recv_stage = nullptr;
   cuda::DeviceFingerprint* recv_fp = nullptr;
   const bool data = rec->level() == Level::kData;
+  // What was received is counted whole where nothing fingerprinted what was
+  // sent into it (an in-place operation seen only by NCCL's profiler).
+  const FingerprintPolicy* recv_policy =
+      p.input_fingerprinted ? &rec->received_fingerprints() : &rec->fingerprints();
   if (p.device && p.recv != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
-    recv_fp = cuda::FingerprintOnDevice(p.recv, p.bytes, p.dtype, rec->fingerprints(), p.stream);
+    recv_fp = cuda::FingerprintOnDevice(p.recv, p.bytes, p.dtype, *recv_policy, p.stream);
   }
   if (p.device && p.recv != nullptr && (recv_fp == nullptr || data) && StageDeviceData(rec, p.bytes)) {
     recv_stage = cuda::StageFromDevice(p.recv, p.bytes, p.stream);
   }
-  auto finish = [rec, p, recv_stage, recv_fp](int error) {
+  auto finish = [rec, p, recv_stage, recv_fp, recv_policy](int error) {
     if (error != 0) {
       // The stream failed before it reached the end of the operation: it did
       // not complete, and what the kernels and copies were to write is
@@ -154,6 +158,7 @@ void Complete(Recorder* rec, const Pending& p) {
       c.recv_nan = received_fp->nan;
       c.recv_inf = received_fp->inf;
       c.flags |= op_flags::kHasRecvHash;
+      if (received_fp->counts_sampled) c.flags |= op_flags::kRecvSampled;
       if (rec->level() == Level::kData && received != nullptr) {
         uint64_t full = received_fp->sampled ? Hash64(received, p.bytes) : received_fp->hash;
         auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(received), p.bytes}, full);
@@ -163,11 +168,12 @@ void Complete(Recorder* rec, const Pending& p) {
         }
       }
     } else if (received != nullptr && p.bytes > 0 && rec->level() != Level::kMeta) {
-      Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, rec->fingerprints());
+      Fingerprint f = FingerprintBuffer(received, p.bytes, p.dtype, *recv_policy);
       c.recv_hash = f.hash;
       c.recv_nan = f.nan;
       c.recv_inf = f.inf;
       c.flags |= op_flags::kHasRecvHash;
+      if (f.counts_sampled) c.flags |= op_flags::kRecvSampled;
       if (rec->level() == Level::kData) {
         uint64_t full = f.sampled ? Hash64(received, p.bytes) : f.hash;
         auto ref = rec->writer().StorePayload({static_cast<const uint8_t*>(received), p.bytes}, full);
@@ -506,6 +512,7 @@ void Call::Enqueued() {
   p.send_bytes = send_stage_bytes_;
   p.send_dtype = TypeOf(datatype);
   p.send_fp = send_fp_;
+  p.input_fingerprinted = true;
   p.captured = captured_;
   send_stage_ = nullptr;
   send_fp_ = nullptr;

@@ -140,6 +140,9 @@ struct Pending {
   DataType send_dtype = DataType::kUnknown;
   cuda::DeviceFingerprint* send_fp = nullptr;
   std::optional<Fingerprint> sent;
+  // What was sent into it is fingerprinted (by this rank or by its sender), so
+  // what it received may be counted on its sample (REPLAY_NAN_SCAN=sent).
+  bool input_fingerprinted = false;
   bool captured = false;  // into a CUDA graph: it runs at each launch of the graph, not now
 };
 

@@ -76,6 +76,8 @@ TEST_CASE("fingerprints of large buffers hash a sample but count every NaN unles
   Fingerprint hashed = FingerprintBuffer(v.data(), v.size() * 8, DataType::kFloat64, policy);
   CHECK(hashed.hash == all.hash);
   CHECK(hashed.nan == 0);
+  CHECK(hashed.counts_sampled);
+  CHECK_FALSE(all.counts_sampled);
   // A change outside the sample is not seen by the hash; one in it is.
   v[54321] = 2.0;
   CHECK(FingerprintBuffer(v.data(), v.size() * 8, DataType::kFloat64, policy).hash == all.hash);
@@ -83,6 +85,36 @@ TEST_CASE("fingerprints of large buffers hash a sample but count every NaN unles
   CHECK(FingerprintBuffer(v.data(), v.size() * 8, DataType::kFloat64, policy).hash != all.hash);
   // Buffers that differ only in length differ.
   CHECK(FingerprintBuffer(v.data(), v.size() * 8 - 8, DataType::kFloat64, policy).hash != all.hash);
+}
+
+TEST_CASE("REPLAY_NAN_SCAN=sent counts every element sent and the sample of what is received") {
+  std::vector<float> v(100000, 1.0f);
+  v[77777] = std::numeric_limits<float>::quiet_NaN();
+  FingerprintPolicy policy;
+  policy.hash_limit = 4096;
+  REQUIRE(ApplyNanScan("sent", &policy));
+  const size_t bytes = v.size() * 4;
+  Fingerprint sent = FingerprintBuffer(v.data(), bytes, DataType::kFloat32, policy);
+  CHECK(sent.nan == 1);
+  CHECK_FALSE(sent.counts_sampled);
+  Fingerprint received = FingerprintBuffer(v.data(), bytes, DataType::kFloat32, policy.ForReceived());
+  CHECK(received.hash == sent.hash);
+  CHECK(received.nan == 0);
+  CHECK(received.counts_sampled);
+  // A buffer within the limit is counted whole either way.
+  Fingerprint small = FingerprintBuffer(v.data() + 77000, 4096, DataType::kFloat32, policy.ForReceived());
+  CHECK(small.nan == 1);
+  CHECK_FALSE(small.counts_sampled);
+  // The device kernel counts as the host does.
+  Fingerprint device = OnDevice(v.data(), bytes, DataType::kFloat32, policy.ForReceived());
+  CHECK(device.nan == 0);
+  CHECK(device.counts_sampled);
+
+  REQUIRE(ApplyNanScan("all", &policy));
+  CHECK(FingerprintBuffer(v.data(), bytes, DataType::kFloat32, policy.ForReceived()).nan == 1);
+  REQUIRE(ApplyNanScan("hashed", &policy));
+  CHECK(FingerprintBuffer(v.data(), bytes, DataType::kFloat32, policy).nan == 0);
+  CHECK_FALSE(ApplyNanScan("some", &policy));
 }
 
 // NaN and Inf of a format on words of type U, counted one word at a time.

@@ -114,6 +114,7 @@ inline constexpr uint16_t kSynchronous = 1 << 7;    // MPI_Ssend family
 inline constexpr uint16_t kReady = 1 << 8;          // MPI_Rsend family
 inline constexpr uint16_t kBuffered = 1 << 9;       // MPI_Bsend family
 inline constexpr uint16_t kDevice = 1 << 10;        // buffers are device memory
+inline constexpr uint16_t kRecvSampled = 1 << 11;   // recv_nan/recv_inf count the fingerprinted sample only
 }  // namespace op_flags
 
 // Communicator flags (CommCreate `flags`).

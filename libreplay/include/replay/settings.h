@@ -41,8 +41,8 @@ namespace replay {
     "At level data, which received bytes to keep: all, or marks:K (only those since the K-th last replay_mark, so a long job stays affordable and re-runs from its last checkpoints).") \
   X(hash_limit_kb, "HASH_LIMIT_KB", "64",                                                       \
     "Buffers up to this size (KiB) are fingerprinted whole; larger ones through an evenly spaced sample of this size.") \
-  X(nan_scan, "NAN_SCAN", "all",                                                                \
-    "NaN/Inf counting of floating buffers: all (every element, so the first NaN is never missed) or hashed (only the fingerprinted bytes).") \
+  X(nan_scan, "NAN_SCAN", "sent",                                                               \
+    "NaN/Inf counting of floating buffers: sent (every element of what a call sends, the fingerprinted sample of what it receives: where a NaN enters the job is never missed), all (every element of both) or hashed (only the fingerprinted bytes).") \
   X(device_hash, "DEVICE_HASH", "kernel",                                                       \
     "How device (GPU) buffers are fingerprinted: kernel (on the operation's stream, no copy) or copy (page-locked copies hashed on the host, up to REPLAY_HASH_LIMIT_KB). Same fingerprints.") \
   X(cuda_kernels, "CUDA_KERNELS", "0",                                                          \

@@ -1174,15 +1174,71 @@ void CheckEndings(const JobView& job, const std::vector<RankedFinding>& found, s
 // ---------------------------------------------------------------------------
 // NaN / Inf: the ranks that sent one before they had received any.
 
+// Where what a rank had received was counted on samples only, whether a
+// NaN/Inf another rank sent earlier could have reached it before its own: one
+// sent into a communicator it belongs to, or to it. The job's first is never
+// passed over: nothing was sent with one before it.
+class NanReach {
+ public:
+  explicit NanReach(const JobView& job) {
+    for (const RankDigest& d : job.digests) {
+      for (const NanOrigin& s : d.nan_sent) {
+        Note(&first_[{s.comm, s.peer}], d.Abs(s.time_ns), d.rank);
+      }
+    }
+  }
+
+  bool Reached(const RankDigest& d) const {
+    const NanOrigin& o = *d.nan_origin;
+    if (!o.after_sampled_receive) return false;
+    const int64_t before = d.Abs(o.time_ns);
+    for (const CommRecord& c : d.comms) {
+      for (int32_t to : {kNoPeer, d.rank}) {
+        auto it = first_.find({c.id, to});
+        if (it != first_.end() && it->second.EarlierFromOther(before, d.rank)) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  // The two earliest senders, so that a rank's own sending can be left out.
+  struct Earliest {
+    int64_t time[2] = {0, 0};
+    int32_t rank[2] = {-1, -1};
+    bool EarlierFromOther(int64_t before, int32_t self) const {
+      for (int i = 0; i < 2; ++i) {
+        if (rank[i] >= 0 && rank[i] != self) return time[i] < before;
+      }
+      return false;
+    }
+  };
+  static void Note(Earliest* e, int64_t time, int32_t rank) {
+    if (e->rank[0] < 0 || time < e->time[0]) {
+      if (e->rank[0] != rank) {
+        e->time[1] = e->time[0];
+        e->rank[1] = e->rank[0];
+      }
+      e->time[0] = time;
+      e->rank[0] = rank;
+    } else if (rank != e->rank[0] && (e->rank[1] < 0 || time < e->time[1])) {
+      e->time[1] = time;
+      e->rank[1] = rank;
+    }
+  }
+  std::map<std::pair<uint64_t, int32_t>, Earliest> first_;
+};
+
 void CheckNanInf(const JobView& job, std::vector<RankedFinding>* out) {
   Narrator n(job);
+  const NanReach reach(job);
   struct Group {
     std::vector<const RankDigest*> ranks;
     int64_t time = 0;
   };
   std::map<std::tuple<uint64_t, uint64_t, int32_t>, Group> groups;
   for (const RankDigest& d : job.digests) {
-    if (!d.nan_origin) continue;
+    if (!d.nan_origin || reach.Reached(d)) continue;
     const NanOrigin& o = *d.nan_origin;
     Group& g = groups[{o.comm, o.seq, o.peer}];
     int64_t t = d.Abs(o.time_ns);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <unordered_set>
 
 #include "trace/format.h"
 #include "util/hash.h"
@@ -271,8 +272,19 @@ class Scanner {
   // The first NaN/Inf this rank sent before it had received any: where it
   // entered the job, if this rank is where it did.
   void NoteSentNonFinite(const OpenCall& call, uint32_t nan, uint32_t inf) {
-    if ((nan == 0 && inf == 0) || received_nan_ || d_.nan_origin) return;
-    d_.nan_origin = Origin(call, nan, inf);
+    if (nan == 0 && inf == 0) return;
+    NanOrigin n = Origin(call, nan, inf);
+    if (nan_sent_to_.insert(HashCombine(n.comm, static_cast<uint64_t>(static_cast<uint32_t>(n.peer)))).second) {
+      d_.nan_sent.push_back(n);
+    }
+    if (received_nan_ || d_.nan_origin) return;
+    d_.nan_origin = std::move(n);
+  }
+
+  // A received buffer's NaN/Inf counts: one seen, or counted on a sample.
+  void NoteReceived(uint16_t flags, uint32_t nan, uint32_t inf) {
+    if (nan != 0 || inf != 0) received_nan_ = true;
+    if ((flags & op_flags::kRecvSampled) != 0) sampled_receive_ = true;
   }
 
   NanOrigin Origin(const OpenCall& call, uint32_t nan, uint32_t inf) const {
@@ -286,6 +298,7 @@ class Scanner {
     n.time_ns = call.enter_ns;
     n.call_site = call.call_site;
     n.mark = d_.last_mark;
+    n.after_sampled_receive = sampled_receive_;
     return n;
   }
 
@@ -388,7 +401,7 @@ class Scanner {
 
   void OnReturn(const Event& e) {
     const ReturnEvent& r = e.ret;
-    if (r.recv_nan != 0 || r.recv_inf != 0) received_nan_ = true;
+    NoteReceived(r.flags, r.recv_nan, r.recv_inf);
     d_.last_call_returned = true;
     Thread& t = ThreadOf(e.thread);
     if (!t.open) return;
@@ -431,8 +444,8 @@ class Scanner {
         NanOrigin n = Origin(it->second.call, c.recv_nan, c.recv_inf);
         d_.nan_received = n;
       }
-      received_nan_ = true;
     }
+    NoteReceived(c.flags, c.recv_nan, c.recv_inf);
     if (it == requests_.end()) return;
     Pending p = it->second;
     requests_.erase(it);
@@ -650,6 +663,8 @@ class Scanner {
   uint64_t recent_[kRecentTransitions] = {};
   size_t recent_count_ = 0;
   bool received_nan_ = false;
+  bool sampled_receive_ = false;
+  std::unordered_set<uint64_t> nan_sent_to_;  // (comm, peer) of d_.nan_sent
 };
 
 }  // namespace

@@ -159,6 +159,9 @@ struct NanOrigin {
   int64_t time_ns = 0;
   uint64_t call_site = 0;
   std::string mark;           // the last mark before it, "checkpoint=4"
+  // Some of what the rank had received by then was counted on its sample only
+  // (REPLAY_NAN_SCAN=sent): a NaN it received may have gone unseen.
+  bool after_sampled_receive = false;
 };
 
 struct RankDigest {
@@ -192,6 +195,9 @@ struct RankDigest {
   bool mpi_init = false;      // it entered MPI_Init
   bool mpi_finalize = false;  // it entered MPI_Finalize
   std::optional<NanOrigin> nan_origin;
+  // The first NaN/Inf it sent into each communicator's collectives and to
+  // each peer, received or not before: what could have reached the others.
+  std::vector<NanOrigin> nan_sent;
   // The first operation whose result held NaN/Inf while nothing it was given
   // had been fingerprinted (an in-place operation NCCL reported to its
   // profiler after it ran), before this rank received or sent any otherwise.

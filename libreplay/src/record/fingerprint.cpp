@@ -128,7 +128,15 @@ Fingerprint FingerprintBuffer(const void* data, size_t bytes, DataType type,
   }
   f.hash = XXH3_64bits_digest(&state);
   if (!plan.scan_pieces) count(p);
+  f.counts_sampled = plan.scan_pieces;
   return f;
+}
+
+bool ApplyNanScan(std::string_view mode, FingerprintPolicy* policy) {
+  if (mode != "all" && mode != "sent" && mode != "hashed") return false;
+  policy->scan_all = mode != "hashed";
+  policy->scan_received_all = mode == "all";
+  return true;
 }
 
 }  // namespace replay

@@ -5,13 +5,17 @@
 // `hash_limit` bytes are hashed whole; larger ones through an evenly spaced
 // sample of `hash_limit` bytes (first and last bytes included), which bounds
 // the cost on the calling thread. NaN/Inf counts cover the whole buffer when
-// `scan_all` (so the first NaN is never missed), else the hashed bytes only.
+// the policy scans all (so the first NaN is never missed), else the hashed
+// bytes only. A call's received buffers may be counted on their sample while
+// what it sends is counted whole: where a NaN enters a job is where it is first
+// sent, and what a rank receives is what its peers sent.
 //
 // Stateless and thread-safe. Uses AVX2 where the CPU has it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "replay/event.h"
 
@@ -21,16 +25,32 @@ struct Fingerprint {
   uint64_t hash = 0;
   uint32_t nan = 0;
   uint32_t inf = 0;
-  bool sampled = false;  // the hash covers a sample of the buffer
+  bool sampled = false;         // the hash covers a sample of the buffer
+  bool counts_sampled = false;  // nan and inf count the sample only
 };
 
 struct FingerprintPolicy {
   size_t hash_limit = 64 << 10;
+  // NaN/Inf counted in every element (true) or in the hashed sample only: of
+  // the buffers this policy fingerprints, and of received ones (ForReceived).
   bool scan_all = true;
+  bool scan_received_all = true;
   // Device buffers: fingerprinted by a kernel on the operation's stream (true)
   // or from page-locked copies hashed on the host (false). Same result.
   bool device_kernel = true;
+
+  // The policy of a received buffer: the same but for its counting.
+  FingerprintPolicy ForReceived() const {
+    FingerprintPolicy p = *this;
+    p.scan_all = scan_received_all;
+    return p;
+  }
 };
+
+// Sets the counting of `policy` from REPLAY_NAN_SCAN's value: all (every
+// element), sent (every element sent, the sample of what is received) or
+// hashed (the sample). False for any other value.
+bool ApplyNanScan(std::string_view mode, FingerprintPolicy* policy);
 
 // Which bytes a fingerprint of a `bytes`-byte buffer covers, for
 // FingerprintBuffer and for the device kernel (fingerprint_device.h), which

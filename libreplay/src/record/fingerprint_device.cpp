@@ -55,6 +55,7 @@ Fingerprint Read(const Job& job, const Result& result) {
   Fingerprint f;
   f.hash = result.hash;
   f.sampled = job.pieces > 1;
+  f.counts_sampled = job.scan_pieces != 0;
   for (uint32_t b = 0; b < job.blocks && b < kMaxBlocks; ++b) {
     f.nan += result.counts[2 * b];
     f.inf += result.counts[2 * b + 1];

@@ -111,17 +111,14 @@ Status Recorder::Start() {
   REPLAY_ASSIGN_OR_RETURN(int64_t hash_limit_kb, settings_.Integer("hash_limit_kb"));
   REPLAY_ASSIGN_OR_RETURN(o.payload_window_marks, settings_.DataWindowMarks());
   fingerprint_policy_.hash_limit = static_cast<size_t>(hash_limit_kb) << 10;
-  if (settings_.nan_scan == "all") {
-    fingerprint_policy_.scan_all = true;
-  } else if (settings_.nan_scan == "hashed") {
-    fingerprint_policy_.scan_all = false;
-  } else {
-    return Status::InvalidArgument("REPLAY_NAN_SCAN=" + settings_.nan_scan + " is not one of all, hashed");
+  if (!ApplyNanScan(settings_.nan_scan, &fingerprint_policy_)) {
+    return Status::InvalidArgument("REPLAY_NAN_SCAN=" + settings_.nan_scan + " is not one of all, sent, hashed");
   }
   if (settings_.device_hash != "kernel" && settings_.device_hash != "copy") {
     return Status::InvalidArgument("REPLAY_DEVICE_HASH=" + settings_.device_hash + " is not one of kernel, copy");
   }
   fingerprint_policy_.device_kernel = settings_.device_hash == "kernel";
+  received_policy_ = fingerprint_policy_.ForReceived();
   o.flush_interval_ns = std::max<int64_t>(flush_ms, 1) * 1000000;
   o.ring_slot_bytes = static_cast<uint64_t>(std::max<int64_t>(ring_kb, 16)) << 10;
   o.block_events = static_cast<uint32_t>(std::clamp<int64_t>(block_events, 16, format::kMaxBlockEvents));

@@ -68,6 +68,8 @@ class Recorder {
   bool recording() const { return writer_->recording(); }
   Level level() const { return level_; }
   const FingerprintPolicy& fingerprints() const { return fingerprint_policy_; }
+  // Of buffers a call receives, where what was sent into them is fingerprinted.
+  const FingerprintPolicy& received_fingerprints() const { return received_policy_; }
   CommTable& comms() { return comms_; }
   RequestTable& requests() { return requests_; }
   const Settings& settings() const { return settings_; }
@@ -118,6 +120,7 @@ class Recorder {
   Settings settings_;
   Level level_ = Level::kHash;
   FingerprintPolicy fingerprint_policy_;
+  FingerprintPolicy received_policy_;
   std::unique_ptr<TraceWriter> writer_;
   CommTable comms_;
   RequestTable requests_;

@@ -133,7 +133,13 @@ void Session::Start() {
   }
   std::string_view limit = h.Env("REPLAY_HASH_LIMIT_KB");
   policy_.hash_limit = (limit.empty() ? 64 : std::strtoull(std::string(limit).c_str(), nullptr, 10)) << 10;
-  policy_.scan_all = h.Env("REPLAY_NAN_SCAN") != "hashed";
+  // A recording that did not set REPLAY_NAN_SCAN counted as the default does;
+  // counts are compared only where both sides counted alike (kRecvSampled).
+  std::string_view scan = h.Env("REPLAY_NAN_SCAN");
+  if (!ApplyNanScan(scan, &policy_)) {
+    ApplyNanScan(Settings::From([](const char*) -> const char* { return nullptr; }).nan_scan, &policy_);
+  }
+  received_policy_ = policy_.ForReceived();
 }
 
 Session* Get() {

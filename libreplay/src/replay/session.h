@@ -95,6 +95,7 @@ class Session {
   RequestTable& requests() { return requests_; }
   // Fingerprints as the recording took them, so that equal data gives equal hashes.
   const FingerprintPolicy& policy() const { return policy_; }
+  const FingerprintPolicy& received_policy() const { return received_policy_; }
   // Whether the re-run starts from a checkpoint mark (then counters the
   // program restarts, sequence numbers and request ids, are not compared).
   bool from_mark() const { return from_mark_; }
@@ -136,6 +137,7 @@ class Session {
   CommTable comms_;
   RequestTable requests_;
   FingerprintPolicy policy_;
+  FingerprintPolicy received_policy_;
   bool from_mark_ = false;
   int64_t stop_at_ = -1;
   RerunState* state_ = nullptr;  // shared with `replay rerun`

@@ -116,6 +116,7 @@ std::string FlagNames(uint16_t f) {
   add(op_flags::kReady, "ready");
   add(op_flags::kBuffered, "buffered");
   add(op_flags::kDevice, "device");
+  add(op_flags::kRecvSampled, "recv_sampled");
   return out;
 }
 
@@ -267,6 +268,7 @@ std::string FormatEventBody(const Event& e, const RankHeader& h) {
         l.kv("recv", Hex(r.recv_hash));
         if (r.recv_nan) l.kv("nan", r.recv_nan);
         if (r.recv_inf) l.kv("inf", r.recv_inf);
+        if (r.flags & op_flags::kRecvSampled) l.kv("counted", "sample");
       }
       if (r.payload_size) l.kv("payload", Hex(r.payload_hash)).kv("bytes", r.payload_size);
       return l.s;
@@ -288,6 +290,7 @@ std::string FormatEventBody(const Event& e, const RankHeader& h) {
         l.kv("recv", Hex(c.recv_hash));
         if (c.recv_nan) l.kv("nan", c.recv_nan);
         if (c.recv_inf) l.kv("inf", c.recv_inf);
+        if (c.flags & op_flags::kRecvSampled) l.kv("counted", "sample");
       }
       if (c.payload_size) l.kv("payload", Hex(c.payload_hash)).kv("bytes", c.payload_size);
       if (c.cancelled) l.s += " cancelled";
