@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/synthetic_job.h"
-#include "replay/check.h"
+#include "support/checked_trace.h"
 #include "support/temp_dir.h"
 
 namespace replay {
@@ -31,14 +31,8 @@ void Allreduce(SyntheticJob& job, int rank, uint64_t seq, uint32_t send_nan, uin
 }
 
 std::vector<Finding> NanFindings(const std::string& dir) {
-  auto trace = TraceReader::Open(dir);
-  REQUIRE(trace.ok());
-  CheckOptions options;
-  options.min_wait_ns = 0;
-  auto report = CheckTrace(**trace, options);
-  REQUIRE(report.ok());
   std::vector<Finding> nan;
-  for (const Finding& f : report->findings) {
+  for (const Finding& f : testing::CheckDir(dir).findings) {
     if (f.kind == FindingKind::kNanInf) nan.push_back(f);
   }
   return nan;

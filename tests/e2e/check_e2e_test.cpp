@@ -135,6 +135,39 @@ TEST_CASE("check names the rank whose gradient first held a NaN", "[e2e]") {
   }
 }
 
+TEST_CASE("check names the rank a NaN came from though the others counted only samples of what they received",
+          "[e2e]") {
+  TempDir tmp;
+  const std::string program = std::string("/usr/bin/python3 ") + REPLAY_SOURCE_DIR + "/tests/e2e/programs/mpi4py_nan.py";
+  Succeeded(Replay() + " record -o " + (tmp / "t") + " -- " + Mpirun(3) + " " + program);
+  // Rank 1's NaN lies outside the sample ranks 0 and 2 counted of step 2's
+  // result: they saw none, and sent it on into step 3's allreduce.
+  auto trace = ReadTrace(tmp / "t");
+  for (int rank : {0, 2}) {
+    INFO("rank " << rank);
+    const auto& rk = trace.at(rank);
+    const std::vector<const Event*> ops = rk.Ops("MPI_Allreduce");
+    REQUIRE(ops.size() == 4);
+    CHECK(ops[3]->op.send_nan == 1);
+    const std::vector<const Event*> rets = rk.OfKind(EventKind::kReturn);
+    int sampled = 0;
+    for (const Event* e : rets) {
+      if (rk.Api(*e) != "MPI_Allreduce") continue;
+      ++sampled;
+      CHECK((e->ret.flags & op_flags::kRecvSampled) != 0);
+      if (e->ret.seq == 3) CHECK(e->ret.recv_nan == 0);
+    }
+    CHECK(sampled == 4);
+  }
+  const json k = CheckFaulty(tmp / "t");
+  INFO(Titles(k));
+  REQUIRE(k["findings"].size() == 1);
+  const json& f = k["findings"][0];
+  CHECK(f["kind"] == "nan_inf");
+  CHECK(f["ranks"] == json::array({1}));
+  CHECK(f["seq"] == 3);
+}
+
 TEST_CASE("check reports the crash first, then the ranks it left waiting", "[e2e]") {
   for (int ranks : {2, 4}) {
     DYNAMIC_SECTION(ranks << " ranks") {
