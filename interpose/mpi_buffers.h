@@ -40,15 +40,28 @@ Bytes Gather(const Region& r, MPI_Comm comm);
 // bytes are fewer than the region holds (what there is is still written).
 bool Scatter(const Region& r, std::string_view bytes, MPI_Comm comm);
 
+// The two below at levels above meta, out of line: a call recorded at level
+// meta pays no call for them.
+namespace internal {
+void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op);
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, ReturnEvent* ret);
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, CompletionEvent* c);
+}  // namespace internal
+
 // Fingerprints what a call sends into its op (hash, NaN/Inf counts,
 // kHasSendHash). Nothing at level meta or for an empty region.
-void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op);
+inline void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op) {
+  if (ctx.level != Level::kMeta) internal::FingerprintSent(ctx, r, comm, op);
+}
 
 // Fingerprints what a call received into its return or completion (hash,
 // NaN/Inf counts, kHasRecvHash, and kRecvSampled where the counts cover the
 // sample only) and, at level data, stores the bytes and their payload key.
-void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, ReturnEvent* ret);
-void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, CompletionEvent* c);
+// Nothing at level meta or for an empty region.
+template <typename Body>
+void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, Body* body) {
+  if (ctx.level != Level::kMeta) internal::FingerprintReceived(ctx, r, comm, body);
+}
 
 // At level data, stores a region's bytes and their payload key without
 // fingerprinting them as received data.

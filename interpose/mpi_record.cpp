@@ -540,6 +540,8 @@ void Received(const CallContext& ctx, const Region& r, MPI_Comm comm, Body* body
 
 }  // namespace
 
+namespace internal {
+
 void FingerprintSent(const CallContext& ctx, const Region& r, MPI_Comm comm, OpEvent* op) {
   auto f = Fingerprinted(ctx, r, comm, ctx.policy, nullptr, nullptr);
   if (!f) return;
@@ -556,6 +558,8 @@ void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm,
 void FingerprintReceived(const CallContext& ctx, const Region& r, MPI_Comm comm, CompletionEvent* c) {
   Received(ctx, r, comm, c);
 }
+
+}  // namespace internal
 
 void StoreRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_t* payload_hash,
                  uint64_t* payload_size) {
