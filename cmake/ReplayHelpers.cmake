@@ -10,6 +10,12 @@ endif()
 if(REPLAY_SANITIZE)
   add_compile_options(-fsanitize=${REPLAY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${REPLAY_SANITIZE})
+  # -O1 with line tables only: what the sanitizers' own documentation suggests,
+  # with stack traces that still name files and lines, built in half the time
+  # that -O2 -g takes under instrumentation.
+  foreach(lang C CXX)
+    string(REPLACE "-O2 -g" "-O1 -g1" CMAKE_${lang}_FLAGS_RELWITHDEBINFO "${CMAKE_${lang}_FLAGS_RELWITHDEBINFO}")
+  endforeach()
   # GCC's flow analysis under ASan reports maybe-uninitialized inside libstdc++
   # (std::regex, std::function) where nothing is uninitialized.
   list(APPEND REPLAY_WARNINGS -Wno-maybe-uninitialized)
