@@ -936,7 +936,7 @@ void Call::EnterCollective() {
 void Call::LeaveCollective(int rc) {
   if (req != nullptr) {
     AppendReturn(rc);
-    if (rc == MPI_SUCCESS) ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), pending_);
+    if (rc == MPI_SUCCESS && pending_) ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), *pending_);
     return;
   }
   if (rc == MPI_SUCCESS) FingerprintReceived(ctx_, recv_region_, comm, &ret_);

@@ -282,7 +282,7 @@ class Call {
   MPI_Request saved_req_ = nullptr;   // the request handle before a completion call
   MPI_Comm saved_comm_ = nullptr;     // the communicator a free call names
   Region recv_region_;                // blocking collectives: what Leave fingerprints
-  PendingOp pending_;                 // non-blocking collectives: filed at Leave
+  std::optional<PendingOp> pending_;  // non-blocking collectives: filed at Leave
 };
 
 }  // namespace replay::interpose::mpi

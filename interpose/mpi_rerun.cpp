@@ -669,8 +669,9 @@ int Call::ServeOp() {
     case Shape::kColl: {
       if (req != nullptr) {
         NullRequest(req, true);
-        pending_.request_id = rec_op.op.request;
-        ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), pending_);
+        if (!pending_) pending_.emplace();
+        pending_->request_id = rec_op.op.request;
+        ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), *pending_);
         return rc;
       }
       Fill(o, recv_region_, ret.payload_hash, ret.payload_size, comm, *served.ret);

@@ -96,6 +96,13 @@ class TraceWriter {
   }
   bool AppendRaw(EventKind kind, const void* body, size_t body_size,
                  std::span<const int64_t> list, std::string_view text, uint64_t call_site);
+  // For an append inlined where it is made (record/recorder.h): the ring
+  // (from Open until the writer is destroyed), the generation the calling
+  // thread's cached slot must carry (trace/thread_slot.h), and what to call
+  // when the ring refused a record: notes why if the disk is full; false.
+  Ring* ring() const { return ring_; }
+  uint64_t generation() const { return generation_; }
+  bool AppendRefused();
 
   // Stores received bytes in the payload stream, once per distinct content.
   // `hash` must be Hash64 of `bytes`.
@@ -172,6 +179,7 @@ class TraceWriter {
   std::atomic_flag signal_slot_busy_ = ATOMIC_FLAG_INIT;
   SlotHeader* signal_slot_ = nullptr;
   uint64_t generation_ = 0;
+  Ring* ring_ = nullptr;
 };
 
 }  // namespace replay

@@ -26,6 +26,8 @@
 #include "replay/event.h"
 #include "replay/settings.h"
 #include "replay/trace_writer.h"
+#include "trace/ring.h"
+#include "trace/thread_slot.h"
 
 namespace replay {
 
@@ -77,7 +79,17 @@ class Recorder {
   template <typename Body>
   bool Append(EventKind kind, const Body& body, uint64_t call_site,
               std::span<const int64_t> list = {}, std::string_view text = {}) {
-    return writer_->AppendBody(kind, body, call_site, list, text);
+    // The common record, a body alone from a thread that has its slot: the
+    // ring's append inline, with the body's size known here.
+    TraceWriter& w = *writer_;
+    if (__builtin_expect(list.empty() && text.empty() && w.recording(), 1)) {
+      const ThreadSlot& t = t_thread_slot;
+      if (__builtin_expect(t.generation == w.generation() && t.slot != nullptr, 1)) {
+        return w.ring()->AppendRecord(t.slot, kind, &body, sizeof(Body), nullptr, 0, nullptr, 0, call_site) ||
+               w.AppendRefused();
+      }
+    }
+    return w.AppendBody(kind, body, call_site, list, text);
   }
   bool AppendInfo(std::string_view key, std::string_view value);
 

@@ -20,10 +20,14 @@
 #include "trace/event_codec.h"
 #include "trace/format.h"
 #include "trace/ring.h"
+#include "trace/thread_slot.h"
 #include "util/clock.h"
 #include "util/file_system.h"
 
 namespace replay {
+
+thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
+
 namespace {
 
 // Writers alive in this process, by generation, so that a thread-exit hook
@@ -35,17 +39,18 @@ std::set<uint64_t>& LiveWriters() {
 }
 std::atomic<uint64_t> g_next_generation{1};
 
-struct ThreadSlotCache {
-  uint64_t generation = 0;
-  SlotHeader* slot = nullptr;
-  ~ThreadSlotCache() {
-    if (slot == nullptr) return;
+// Gives the thread's slot back when the thread ends, if its writer lives.
+struct SlotReturn {
+  bool armed = false;
+  ~SlotReturn() {
+    ThreadSlot& t = t_thread_slot;
+    if (!armed || t.slot == nullptr) return;
     std::lock_guard<std::mutex> lock(g_live_mu);
-    if (LiveWriters().count(generation) != 0) Ring::Release(slot);
-    slot = nullptr;
+    if (LiveWriters().count(t.generation) != 0) Ring::Release(t.slot);
+    t.slot = nullptr;
   }
 };
-thread_local ThreadSlotCache t_slot __attribute__((tls_model("initial-exec")));
+thread_local SlotReturn t_slot_return __attribute__((tls_model("initial-exec")));
 
 std::string RankDirName(int32_t rank, int32_t pid) {
   char buf[48];
@@ -197,6 +202,7 @@ Status TraceWriter::Start() {
   ro.full_wait_ns = options_.full_wait_ns;
   REPLAY_ASSIGN_OR_RETURN(st.ring,
                           Ring::Create(rank_dir_ + "/" + format::kRingFile, ro, h.trace_uuid.data()));
+  ring_ = st.ring.get();
 
   signal_slot_ = st.ring->Claim(UINT32_MAX, 0);
   generation_ = g_next_generation.fetch_add(1);
@@ -237,8 +243,9 @@ SlotHeader* TraceWriter::ClaimThreadSlot() {
     }
     return nullptr;
   }
-  t_slot.generation = generation_;
-  t_slot.slot = s;
+  t_thread_slot.generation = generation_;
+  t_thread_slot.slot = s;
+  t_slot_return.armed = true;
   return s;
 }
 
@@ -250,15 +257,17 @@ void TraceWriter::NoteUnrecorded() {
 }
 
 void TraceWriter::ReleaseThreadSlot() {
-  if (t_slot.generation == generation_ && t_slot.slot != nullptr) {
-    Ring::Release(t_slot.slot);
-    t_slot.slot = nullptr;
+  if (t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr) {
+    Ring::Release(t_thread_slot.slot);
+    t_thread_slot.slot = nullptr;
   }
 }
 
 // Inline where it is called: every append asks.
 inline SlotHeader* TraceWriter::ThreadSlot() {
-  if (__builtin_expect(t_slot.generation == generation_ && t_slot.slot != nullptr, 1)) return t_slot.slot;
+  if (__builtin_expect(t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr, 1)) {
+    return t_thread_slot.slot;
+  }
   return ClaimThreadSlot();
 }
 
@@ -277,6 +286,10 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
                        1)) {
     return true;
   }
+  return AppendRefused();
+}
+
+bool TraceWriter::AppendRefused() {
   if (int err = state_->ring->grow_error(); err != 0) {
     Fail(Status::FromErrno("no room on disk for the recording ring in " + rank_dir_, err));
   }
@@ -569,8 +582,8 @@ bool TraceWriter::AppendFromSignal(EventKind kind, const void* body, size_t body
   if (!recording_.load(std::memory_order_acquire) || signal_slot_ == nullptr) return false;
   if (signal_slot_busy_.test_and_set(std::memory_order_acquire)) return false;
   // Attribute the signal to the thread it interrupted, when that thread records.
-  signal_slot_->thread = t_slot.generation == generation_ && t_slot.slot != nullptr
-                             ? t_slot.slot->thread
+  signal_slot_->thread = t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr
+                             ? t_thread_slot.slot->thread
                              : UINT32_MAX;
   bool ok = state_->ring->AppendRecord(signal_slot_, kind, body, body_size, nullptr, 0, nullptr, 0, 0);
   signal_slot_busy_.clear(std::memory_order_release);

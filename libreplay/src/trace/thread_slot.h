@@ -1,0 +1,22 @@
+// thread_slot.h: the recording thread's slot in its writer's ring, cached.
+//
+// A thread claims a slot on its first append and keeps it until it ends; the
+// cache says which writer (by generation) the slot belongs to, so that a
+// thread never appends to the ring of a writer that was closed and replaced.
+// It is plain data, so that an append inlined into another file reads it with
+// one load and no call; trace_writer.cpp gives the slot back at thread exit.
+#pragma once
+
+#include <cstdint>
+
+namespace replay {
+
+struct SlotHeader;
+
+struct ThreadSlot {
+  uint64_t generation = 0;
+  SlotHeader* slot = nullptr;
+};
+extern thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
+
+}  // namespace replay
