@@ -100,7 +100,7 @@ class TraceWriter {
   // (from Open until the writer is destroyed), the generation the calling
   // thread's cached slot must carry (trace/thread_slot.h), and what to call
   // when the ring refused a record: notes why if the disk is full; false.
-  Ring* ring() const { return ring_; }
+  Ring* ring() const { return ring_.get(); }
   uint64_t generation() const { return generation_; }
   bool AppendRefused();
 
@@ -172,6 +172,7 @@ class TraceWriter {
   struct State;
   WriterOptions options_;
   std::string rank_dir_;
+  std::unique_ptr<Ring> ring_;  // from Start on; destroyed after state_
   std::unique_ptr<State> state_;
   std::atomic<bool> recording_{false};
   std::atomic<bool> closed_{false};
@@ -179,7 +180,6 @@ class TraceWriter {
   std::atomic_flag signal_slot_busy_ = ATOMIC_FLAG_INIT;
   SlotHeader* signal_slot_ = nullptr;
   uint64_t generation_ = 0;
-  Ring* ring_ = nullptr;
 };
 
 }  // namespace replay

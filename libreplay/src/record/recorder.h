@@ -83,9 +83,8 @@ class Recorder {
     // ring's append inline, with the body's size known here.
     TraceWriter& w = *writer_;
     if (__builtin_expect(list.empty() && text.empty() && w.recording(), 1)) {
-      const ThreadSlot& t = t_thread_slot;
-      if (__builtin_expect(t.generation == w.generation() && t.slot != nullptr, 1)) {
-        return w.ring()->AppendRecord(t.slot, kind, &body, sizeof(Body), nullptr, 0, nullptr, 0, call_site) ||
+      if (SlotHeader* slot = CachedSlot(w.generation()); __builtin_expect(slot != nullptr, 1)) {
+        return w.ring()->AppendRecord(slot, kind, &body, sizeof(Body), nullptr, 0, nullptr, 0, call_site) ||
                w.AppendRefused();
       }
     }

@@ -19,4 +19,11 @@ struct ThreadSlot {
 };
 extern thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
 
+// The calling thread's slot in the ring of the writer of `generation`; null
+// when it has none there yet.
+inline SlotHeader* CachedSlot(uint64_t generation) {
+  const ThreadSlot& t = t_thread_slot;
+  return t.generation == generation ? t.slot : nullptr;
+}
+
 }  // namespace replay

@@ -84,7 +84,6 @@ struct TraceWriter::BlockTally {
 
 struct TraceWriter::State {
   FileSystem* fs = nullptr;
-  std::unique_ptr<Ring> ring;
   std::unique_ptr<WritableFile> events;
   std::unique_ptr<WritableFile> payloads;
   std::thread background;
@@ -200,11 +199,10 @@ Status TraceWriter::Start() {
   ro.max_slots = options_.ring_max_slots;
   ro.start_mono_ns = h.start_monotonic_ns;
   ro.full_wait_ns = options_.full_wait_ns;
-  REPLAY_ASSIGN_OR_RETURN(st.ring,
+  REPLAY_ASSIGN_OR_RETURN(ring_,
                           Ring::Create(rank_dir_ + "/" + format::kRingFile, ro, h.trace_uuid.data()));
-  ring_ = st.ring.get();
 
-  signal_slot_ = st.ring->Claim(UINT32_MAX, 0);
+  signal_slot_ = ring_->Claim(UINT32_MAX, 0);
   generation_ = g_next_generation.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(g_live_mu);
@@ -225,10 +223,10 @@ Status TraceWriter::Start() {
 }
 
 TraceWriter::~TraceWriter() {
-  if (!closed() && state_->ring != nullptr) Close(CloseReason::kExit);
+  if (!closed() && ring_ != nullptr) Close(CloseReason::kExit);
   if (state_->background.joinable()) {
     state_->stop.store(true);
-    state_->ring->Wake();
+    ring_->Wake();
     state_->background.join();
   }
   std::lock_guard<std::mutex> lock(g_live_mu);
@@ -236,9 +234,9 @@ TraceWriter::~TraceWriter() {
 }
 
 SlotHeader* TraceWriter::ClaimThreadSlot() {
-  SlotHeader* s = state_->ring->Claim(state_->next_thread.fetch_add(1), Tid());
+  SlotHeader* s = ring_->Claim(state_->next_thread.fetch_add(1), Tid());
   if (s == nullptr) {
-    if (int err = state_->ring->grow_error(); err != 0) {
+    if (int err = ring_->grow_error(); err != 0) {
       Fail(Status::FromErrno("cannot grow the recording ring in " + rank_dir_, err));
     }
     return nullptr;
@@ -250,24 +248,21 @@ SlotHeader* TraceWriter::ClaimThreadSlot() {
 }
 
 void TraceWriter::NoteUnrecorded() {
-  State& st = *state_;
-  if (!closed() && st.ring != nullptr && st.ring->header()->failed.load(std::memory_order_relaxed) != 0) {
-    st.ring->header()->unrecorded.fetch_add(1, std::memory_order_relaxed);
+  if (!closed() && ring_ != nullptr && ring_->header()->failed.load(std::memory_order_relaxed) != 0) {
+    ring_->header()->unrecorded.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 void TraceWriter::ReleaseThreadSlot() {
-  if (t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr) {
-    Ring::Release(t_thread_slot.slot);
+  if (SlotHeader* s = CachedSlot(generation_)) {
+    Ring::Release(s);
     t_thread_slot.slot = nullptr;
   }
 }
 
 // Inline where it is called: every append asks.
 inline SlotHeader* TraceWriter::ThreadSlot() {
-  if (__builtin_expect(t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr, 1)) {
-    return t_thread_slot.slot;
-  }
+  if (SlotHeader* s = CachedSlot(generation_); __builtin_expect(s != nullptr, 1)) return s;
   return ClaimThreadSlot();
 }
 
@@ -277,10 +272,10 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
   if (!recording_.load(std::memory_order_relaxed)) return false;
   SlotHeader* slot = ThreadSlot();
   if (slot == nullptr) {
-    state_->ring->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
+    ring_->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  if (__builtin_expect(state_->ring->AppendRecord(slot, kind, body, body_size, list.data(),
+  if (__builtin_expect(ring_->AppendRecord(slot, kind, body, body_size, list.data(),
                                                   static_cast<uint32_t>(list.size()), text.data(),
                                                   static_cast<uint32_t>(text.size()), call_site),
                        1)) {
@@ -290,7 +285,7 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
 }
 
 bool TraceWriter::AppendRefused() {
-  if (int err = state_->ring->grow_error(); err != 0) {
+  if (int err = ring_->grow_error(); err != 0) {
     Fail(Status::FromErrno("no room on disk for the recording ring in " + rank_dir_, err));
   }
   return false;
@@ -372,9 +367,9 @@ void TraceWriter::Fail(const Status& status) {
     if (st.failure.ok()) st.failure = status;
   }
   recording_.store(false, std::memory_order_release);
-  if (st.ring != nullptr) {
-    st.ring->NoteFailure(status.ToString());
-    st.ring->header()->failed.store(1, std::memory_order_release);
+  if (ring_ != nullptr) {
+    ring_->NoteFailure(status.ToString());
+    ring_->header()->failed.store(1, std::memory_order_release);
   }
   std::call_once(st.failure_reported, [&] {
     if (options_.on_failure) {
@@ -396,7 +391,7 @@ void TraceWriter::BackgroundLoop() {
   while (!st.stop.load(std::memory_order_acquire)) {
     // Woken by an appender: its slot is past half full, so seal what is there.
     // Woken by the clock: write what is there, leaving the last block open.
-    bool asked = st.ring->WaitForWork(options_.flush_interval_ns);
+    bool asked = ring_->WaitForWork(options_.flush_interval_ns);
     if (int close_reason = signal_close_.load(std::memory_order_acquire); close_reason != 0) {
       Close(static_cast<CloseReason>(close_reason - 1));
       st.signal_closed.store(true, std::memory_order_release);
@@ -404,7 +399,7 @@ void TraceWriter::BackgroundLoop() {
     }
     if (!recording()) continue;
     if (Status s = DrainOnce(/*seal=*/asked); !s.ok()) Fail(s);
-    if (++rounds % 16 == 0) st.ring->RefineClock();
+    if (++rounds % 16 == 0) ring_->RefineClock();
   }
 }
 
@@ -424,7 +419,7 @@ void TraceWriter::BackgroundLoop() {
 Status TraceWriter::DrainOnce(bool seal) {
   State& st = *state_;
   std::lock_guard<std::mutex> lock(st.drain_mu);
-  Ring& ring = *st.ring;
+  Ring& ring = *ring_;
   for (;;) {
     uint32_t slots = ring.slots_used();
     st.pending.clear();
@@ -542,7 +537,7 @@ void TraceWriter::SealOpenBlock() {
 // none), can go.
 void TraceWriter::Seal(const std::vector<uint64_t>& ends, const BlockTally& tally) {
   State& st = *state_;
-  Ring& ring = *st.ring;
+  Ring& ring = *ring_;
   for (uint32_t i = 0; i < ends.size() && i < ring.slots_used(); ++i) {
     if (ends[i] != UINT64_MAX) Ring::Consume(ring.slot(i), ends[i]);
   }
@@ -582,10 +577,9 @@ bool TraceWriter::AppendFromSignal(EventKind kind, const void* body, size_t body
   if (!recording_.load(std::memory_order_acquire) || signal_slot_ == nullptr) return false;
   if (signal_slot_busy_.test_and_set(std::memory_order_acquire)) return false;
   // Attribute the signal to the thread it interrupted, when that thread records.
-  signal_slot_->thread = t_thread_slot.generation == generation_ && t_thread_slot.slot != nullptr
-                             ? t_thread_slot.slot->thread
-                             : UINT32_MAX;
-  bool ok = state_->ring->AppendRecord(signal_slot_, kind, body, body_size, nullptr, 0, nullptr, 0, 0);
+  const SlotHeader* own = CachedSlot(generation_);
+  signal_slot_->thread = own != nullptr ? own->thread : UINT32_MAX;
+  bool ok = ring_->AppendRecord(signal_slot_, kind, body, body_size, nullptr, 0, nullptr, 0, 0);
   signal_slot_busy_.clear(std::memory_order_release);
   return ok;
 }
@@ -593,7 +587,7 @@ bool TraceWriter::AppendFromSignal(EventKind kind, const void* body, size_t body
 void TraceWriter::AbandonAfterFork() {
   recording_.store(false, std::memory_order_release);
   closed_.store(true, std::memory_order_release);
-  if (state_->ring != nullptr) state_->ring->AbandonAfterFork();
+  if (ring_ != nullptr) ring_->AbandonAfterFork();
   // The std::thread object names a thread of the parent: forget it unjoined.
   new (&state_->background) std::thread();
   state_->events.release();
@@ -606,7 +600,7 @@ Status TraceWriter::Close(CloseReason reason) {
   bool was_recording = recording();
   if (st.background.joinable() && std::this_thread::get_id() != st.background.get_id()) {
     st.stop.store(true, std::memory_order_release);
-    st.ring->Wake();
+    ring_->Wake();
     st.background.join();
   }
   Status result;
@@ -615,7 +609,7 @@ Status TraceWriter::Close(CloseReason reason) {
     if (result.ok()) result = st.events->Sync();
     if (result.ok() && st.payloads != nullptr) result = st.payloads->Sync();
     if (!result.ok()) Fail(result);
-  } else if (st.events != nullptr && st.ring != nullptr && !st.ring->Drained()) {
+  } else if (st.events != nullptr && ring_ != nullptr && !ring_->Drained()) {
     // Stopped on an error (no room for the ring, say) while the events stream
     // may still take what the ring holds: it is written at the same place
     // again, so a write that failed before leaves nothing in between.
@@ -631,17 +625,17 @@ Status TraceWriter::Close(CloseReason reason) {
     h.close_realtime_ns = RealtimeNs();
     h.event_count = st.events_written.load();
     h.dropped_events = st.drops_reported.load();
-    h.unrecorded_calls = st.ring->header()->lost_no_slot.load() + st.ring->header()->unrecorded.load();
+    h.unrecorded_calls = ring_->header()->lost_no_slot.load() + ring_->header()->unrecorded.load();
   }
   // A failed recording keeps its ring while it holds what the events stream
   // lacks, or while the header could not say why recording stopped.
   bool clean = failure().ok();
   Status hs = WriteHeader(clean);
-  if (!clean && hs.ok() && st.ring->Drained()) st.fs->Remove(st.ring->path());
+  if (!clean && hs.ok() && ring_->Drained()) st.fs->Remove(ring_->path());
   if (result.ok()) result = hs;
   if (clean && hs.ok()) {
-    st.ring->header()->closed.store(1, std::memory_order_release);
-    st.fs->Remove(st.ring->path());
+    ring_->header()->closed.store(1, std::memory_order_release);
+    st.fs->Remove(ring_->path());
   }
   if (st.events != nullptr) st.events->Close();
   if (st.payloads != nullptr) st.payloads->Close();
@@ -650,11 +644,11 @@ Status TraceWriter::Close(CloseReason reason) {
 
 void TraceWriter::CloseFromSignal(CloseReason reason, int signo, int64_t timeout_ns) {
   State& st = *state_;
-  if (st.ring == nullptr || closed()) return;
-  if (signo != 0) st.ring->header()->fatal_signal.store(signo, std::memory_order_relaxed);
+  if (ring_ == nullptr || closed()) return;
+  if (signo != 0) ring_->header()->fatal_signal.store(signo, std::memory_order_relaxed);
   if (!st.background.joinable()) return;
   signal_close_.store(static_cast<int32_t>(reason) + 1, std::memory_order_release);
-  st.ring->Wake();
+  ring_->Wake();
   // Bounded: if the writer cannot finish (it may need a lock the interrupted
   // thread holds) the ring still has everything; the reader salvages it.
   int64_t deadline = MonotonicNs() + timeout_ns;
@@ -674,7 +668,7 @@ WriterStats TraceWriter::stats() const {
   s.payload_bytes = st.payload_bytes.load();
   s.payload_stored = st.payload_stored.load();
   s.dropped = st.drops_reported.load();
-  s.unrecorded = st.ring ? st.ring->header()->lost_no_slot.load() + st.ring->header()->unrecorded.load() : 0;
+  s.unrecorded = ring_ ? ring_->header()->lost_no_slot.load() + ring_->header()->unrecorded.load() : 0;
   return s;
 }
 
