@@ -475,7 +475,11 @@ void Call::AppendOp() {
   op_.kind = op_.kind == OpKind::kOther ? kind_ : op_.kind;
   op_.flags |= flags;
   if (op_.root == 0 && root < 0) op_.root = -1;
-  Emit(EventKind::kOp, op_, call_site_, t_list);
+  if (rec_ != nullptr) {
+    open_ = rec_->AppendCall(op_, call_site_, t_list);
+  } else {
+    Emit(EventKind::kOp, op_, call_site_, t_list);
+  }
   t_list.clear();
 }
 
@@ -486,7 +490,12 @@ void Call::AppendReturn(int rc) {
   ret_.seq = op_.seq;
   if (ret_.peer_seq == 0) ret_.peer_seq = op_.peer_seq;
   ret_.request = op_.request;
-  Emit(EventKind::kReturn, ret_, call_site_);
+  if (open_) {
+    open_ = false;
+    rec_->AppendCallReturn(ret_, call_site_);
+  } else {
+    Emit(EventKind::kReturn, ret_, call_site_);
+  }
   if (rc != MPI_SUCCESS) AppendError(rc);
 }
 

@@ -117,6 +117,11 @@ class Call {
  public:
   Call(ApiId api, OpKind kind, Shape shape, uint64_t call_site)
       : api_(api), kind_(kind), shape_(shape), call_site_(call_site) {}
+  // A call that ends without a return event (or whose Leave did not record)
+  // closes its record as the op alone.
+  ~Call() {
+    if (open_) rec_->AbandonCall();
+  }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -269,6 +274,7 @@ class Call {
   rerun::Session* session_ = nullptr;  // when re-running
   CallContext ctx_;
   bool recording_ = false;
+  bool open_ = false;                  // the op is in a record the return completes (Recorder::AppendCall)
   std::vector<Event> emitted_;         // re-run: what recording this call would have written
   Mode mode_ = Mode::kPass;
   std::optional<ServedCall> served_;   // --all: the recorded call this one is held to

@@ -439,7 +439,7 @@ void Call::DoEnter() {
         op_.send_inf = side.host->inf;
         op_.flags |= op_flags::kHasSendHash;
       }
-      rec_->Append(EventKind::kOp, op_, call_site_);
+      open_ = rec_->AppendCall(op_, call_site_, {});
       return;
     }
     case Shape::kSplit:
@@ -480,7 +480,12 @@ void Call::AppendReturn(ncclResult_t rc) {
   r.request = op_.request;
   r.source = kNoPeer;
   r.recv_count = -1;
-  rec_->Append(EventKind::kReturn, r, call_site_);
+  if (open_) {
+    open_ = false;
+    rec_->AppendCallReturn(r, call_site_);
+  } else {
+    rec_->Append(EventKind::kReturn, r, call_site_);
+  }
   if (rc != ncclSuccess && rc != ncclInProgress) AppendError(rc, op_.comm);
 }
 

@@ -51,6 +51,10 @@ class Call {
  public:
   Call(ApiId api, OpKind kind, Shape shape, uint64_t call_site)
       : api_(api), kind_(kind), shape_(shape), call_site_(call_site) {}
+  // A call that ends without a return event closes its record as the op alone.
+  ~Call() {
+    if (open_) rec_->AbandonCall();
+  }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -104,6 +108,7 @@ class Call {
   uint64_t call_site_;
   Guard guard_;
   Recorder* rec_ = nullptr;
+  bool open_ = false;  // the op is in a record the return completes (Recorder::AppendCall)
   rerun::Session* session_ = nullptr;  // when re-running
   Mode mode_ = Mode::kPass;
   CommState* cs_ = nullptr;

@@ -225,5 +225,116 @@ TEST_CASE("a damaged ring header cannot make salvage run away or misbehave", "[t
   CHECK(s->problems[0].find("calibration") != std::string::npos);
 }
 
+TEST_CASE("a call's record holds its op at once and its return once the call returns", "[trace]") {
+  testing::TempDir dir;
+  auto ring = CreateRing(dir, 4096);
+  SlotHeader* slot = ring->Claim(0, 1);
+  auto salvage = [&] {
+    std::string bytes = testing::ReadFile(dir / "ring");
+    auto s = SalvageRing({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+    REQUIRE(s.ok());
+    CHECK(s->problems.empty());
+    return std::move(s).value();
+  };
+  struct Seen {
+    uint64_t op_index;
+    bool open;
+    bool returned;
+    uint64_t ret_index = 0;
+    int32_t rc = 0;
+  };
+  auto drain = [&](std::vector<Seen>* seen) {
+    return ring->Drain(slot, SIZE_MAX, [&](const RingRecord& r) {
+      Seen s{r.header->index, r.open, r.ret != nullptr};
+      if (r.ret != nullptr) {
+        s.ret_index = r.ret->index;
+        s.rc = r.ret->ret.rc;
+      }
+      seen->push_back(s);
+    });
+  };
+
+  // Many laps, so that calls' records also pad and go round the slot.
+  uint64_t next = 0;
+  for (int call = 0; call < 100; ++call) {
+    OpEvent op{};
+    op.seq = static_cast<uint64_t>(call) + 1;
+    const int64_t counts[2] = {call, 7};
+    RecordHeader* open = ring->AppendOpen(slot, op, counts, call % 3 == 0 ? 2 : 0, 0x40);
+    REQUIRE(open != nullptr);
+
+    // In flight: the op is there, its space is kept, and so is what comes after.
+    std::vector<Seen> seen;
+    uint64_t start = drain(&seen);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].open);
+    CHECK_FALSE(seen[0].returned);
+    CHECK(seen[0].op_index == next);
+    SalvagedRing in_flight = salvage();
+    REQUIRE(in_flight.events.size() == 1);
+    CHECK(in_flight.events[0].kind == EventKind::kOp);
+    CHECK(in_flight.events[0].op.seq == op.seq);
+    CHECK(in_flight.events[0].list.size() == (call % 3 == 0 ? 2u : 0u));
+
+    if (call % 10 == 9) {
+      Ring::Abandon(open);  // ended without a return
+      seen.clear();
+      uint64_t end = drain(&seen);
+      REQUIRE(seen.size() == 1);
+      CHECK_FALSE(seen[0].open);
+      CHECK_FALSE(seen[0].returned);
+      CHECK(end > start);
+      CHECK(salvage().events.size() == 1);
+      Ring::Consume(slot, end);
+      next += 1;
+      continue;
+    }
+    ReturnEvent ret{};
+    ret.rc = call;
+    ret.seq = op.seq;
+    ring->Complete(open, ret);
+    seen.clear();
+    uint64_t end = drain(&seen);
+    REQUIRE(seen.size() == 1);
+    CHECK_FALSE(seen[0].open);
+    REQUIRE(seen[0].returned);
+    CHECK(seen[0].ret_index == next + 1);  // taken when the call returned
+    CHECK(seen[0].rc == call);
+    SalvagedRing done = salvage();
+    REQUIRE(done.events.size() == 2);
+    CHECK(done.events[0].kind == EventKind::kOp);
+    CHECK(done.events[1].kind == EventKind::kReturn);
+    CHECK(done.events[1].index == next + 1);
+    CHECK(done.events[1].ret.rc == call);
+    CHECK(done.events[1].ret.seq == op.seq);
+    CHECK(done.events[1].call_site == 0x40);
+    Ring::Consume(slot, end);
+    next += 2;
+  }
+}
+
+TEST_CASE("salvage reads a version 1 ring, and refuses one newer than it reads", "[trace]") {
+  testing::TempDir dir;
+  auto ring = CreateRing(dir, 4096);
+  SlotHeader* a = ring->Claim(0, 1);
+  MarkEvent m{5};
+  REQUIRE(ring->AppendRecord(a, EventKind::kMark, &m, sizeof(m), nullptr, 0, nullptr, 0, 0));
+  std::string bytes = testing::ReadFile(dir / "ring");
+  auto span = [](const std::string& b) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  };
+  uint32_t v1 = 1;
+  std::memcpy(&bytes[offsetof(RingHeader, version)], &v1, sizeof(v1));
+  auto s = SalvageRing(span(bytes));
+  REQUIRE(s.ok());
+  REQUIRE(s->events.size() == 1);
+  CHECK(s->events[0].mark.value == 5);
+  uint32_t newer = kRingVersion + 1;
+  std::memcpy(&bytes[offsetof(RingHeader, version)], &newer, sizeof(newer));
+  auto refused = SalvageRing(span(bytes));
+  CHECK(refused.status().code() == Status::Code::kVersion);
+  CHECK(refused.status().ToString().find("upgrade replay") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace replay

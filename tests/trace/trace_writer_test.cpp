@@ -15,6 +15,7 @@
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/block.h"
+#include "trace/call_record.h"
 #include "trace/format.h"
 #include "util/file_system.h"
 #include "util/hash.h"
@@ -214,6 +215,215 @@ bool StreamHolds(const std::string& dir, uint64_t n, uint64_t blocks, bool at_le
     usleep(5000);
   }
   return false;
+}
+
+// A call's op as the interposer records it: in a record its return completes.
+OpEvent CallOp(uint64_t comm, uint64_t seq) {
+  Event e = testing::AllreduceOp(comm, seq, 1, 0);
+  return e.op;
+}
+
+ReturnEvent CallReturn(uint64_t comm, uint64_t seq, int32_t rc = 0) {
+  ReturnEvent r{};
+  r.comm = comm;
+  r.seq = seq;
+  r.rc = rc;
+  return r;
+}
+
+// The position of the op (or return, `ret`) of call `seq` on `comm`; -1 if absent,
+// -2 if there twice.
+long Find(const RankReader& r, uint64_t comm, uint64_t seq, bool ret) {
+  long at = -1;
+  for (size_t i = 0; i < r.events().size(); ++i) {
+    const Event& e = r.events()[i];
+    bool match = ret ? e.kind == EventKind::kReturn && e.ret.comm == comm && e.ret.seq == seq
+                     : e.kind == EventKind::kOp && e.op.comm == comm && e.op.seq == seq;
+    if (match) at = at == -1 ? static_cast<long>(i) : -2;
+  }
+  return at;
+}
+
+TEST_CASE("a call in flight is written as its op once, and its return when it returns", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.flush_interval_ns = 60'000'000'000;  // only the flushes below
+  o.block_events = 64;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  TraceWriter& tw = **w;
+  REQUIRE(tw.Append(testing::AllreduceOp(9, 1, 1, 0)));  // the thread's first record takes its slot
+  REQUIRE(AppendCall(tw, CallOp(9, 2), 0x77, {}));
+  int appended = 0;
+  auto others = [&](int n) {
+    std::thread t([&] { AppendOps(tw, &appended, n); });
+    t.join();
+  };
+  others(500);
+  REQUIRE(tw.Flush().ok());
+  CHECK(tw.stats().events_written == 502);  // the op sealed alone, its record kept
+  REQUIRE(tw.Flush().ok());
+  CHECK(tw.stats().events_written == 502);  // and not written again
+  others(100);
+  REQUIRE(tw.Flush().ok());
+  CHECK(tw.stats().events_written == 602);
+  REQUIRE(CompleteCall(tw, CallReturn(9, 2)));
+  REQUIRE(tw.Flush().ok());
+  CHECK(tw.stats().events_written == 603);
+  REQUIRE(tw.Close(CloseReason::kExit).ok());
+
+  auto r = ReadRank(dir.path());
+  CHECK(r->status() == RankStatus::kComplete);
+  CHECK(r->problems().empty());
+  REQUIRE(r->events().size() == 603);
+  for (size_t i = 0; i < r->events().size(); ++i) REQUIRE(r->events()[i].index == i);
+  CHECK(Find(*r, 9, 2, false) == 1);
+  CHECK(Find(*r, 9, 2, true) == 602);
+  const Event& op = r->events()[1];
+  const Event& ret = r->events()[602];
+  CHECK(op.call_site == 0x77);
+  CHECK(ret.call_site == 0x77);
+  CHECK(ret.thread == op.thread);
+  CHECK(ret.time_ns >= op.time_ns);
+  CHECK(r->stats().missing == 0);
+}
+
+TEST_CASE("a record of the thread between a call's op and its return keeps its place", "[trace]") {
+  testing::TempDir dir;
+  auto w = TraceWriter::Open(Options(dir.path()));
+  REQUIRE(w.ok());
+  TraceWriter& tw = **w;
+  REQUIRE(tw.Append(testing::AllreduceOp(9, 1, 1, 0)));
+  REQUIRE(AppendCall(tw, CallOp(9, 2), 0, {}));
+  MarkEvent m{7};
+  REQUIRE(tw.AppendBody(EventKind::kMark, m, 0, {}, "between"));
+  // Its record was closed as the op alone: the return goes in one of its own.
+  CHECK_FALSE(CompleteCall(tw, CallReturn(9, 2)));
+  Event ret = Event::Make(CallReturn(9, 2));
+  REQUIRE(tw.Append(ret));
+  REQUIRE(tw.Close(CloseReason::kExit).ok());
+
+  auto r = ReadRank(dir.path());
+  REQUIRE(r->events().size() == 4);
+  CHECK(r->events()[1].kind == EventKind::kOp);
+  CHECK(r->events()[2].kind == EventKind::kMark);
+  CHECK(r->events()[3].kind == EventKind::kReturn);
+  CHECK(r->problems().empty());
+}
+
+TEST_CASE("a rank closed or killed while a call is in flight keeps the call's op", "[trace]") {
+  SECTION("closed") {
+    testing::TempDir dir;
+    auto w = TraceWriter::Open(Options(dir.path()));
+    REQUIRE(w.ok());
+    TraceWriter& tw = **w;
+    REQUIRE(tw.Append(testing::AllreduceOp(9, 1, 1, 0)));
+    REQUIRE(AppendCall(tw, CallOp(9, 2), 0, {}));
+    REQUIRE(tw.Close(CloseReason::kExit).ok());
+    // The call returns after the trace closed: nothing more is written, nothing breaks.
+    CHECK(CompleteCall(tw, CallReturn(9, 2)));
+    auto r = ReadRank(dir.path());
+    CHECK(r->status() == RankStatus::kComplete);
+    REQUIRE(r->events().size() == 2);
+    CHECK(Find(*r, 9, 2, false) == 1);
+    CHECK(Find(*r, 9, 2, true) == -1);
+  }
+  SECTION("killed") {
+    testing::TempDir dir;
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      WriterOptions o = Options(dir.path());
+      o.flush_interval_ns = 60'000'000'000;
+      auto w = TraceWriter::Open(o);
+      if (!w.ok()) _exit(3);
+      TraceWriter& tw = **w;
+      for (uint64_t seq = 1; seq <= 100; ++seq) {
+        if (!AppendCall(tw, CallOp(9, seq), 0, {})) {
+          if (!tw.Append(Event::Make(CallOp(9, seq)))) _exit(4);  // the thread's first record
+          if (!tw.Append(Event::Make(CallReturn(9, seq)))) _exit(4);
+        } else if (seq != 100 && !CompleteCall(tw, CallReturn(9, seq))) {
+          _exit(5);
+        }
+        if (seq == 50 && !tw.Flush().ok()) _exit(6);
+      }
+      char c = 1;
+      (void)!write(ready[1], &c, 1);
+      kill(getpid(), SIGKILL);
+      _exit(7);
+    }
+    close(ready[1]);
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1);
+    int status = 0;
+    waitpid(child, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    auto r = ReadRank(dir.path());
+    CHECK(r->status() == RankStatus::kSalvaged);
+    REQUIRE(r->events().size() == 199);
+    for (size_t i = 0; i < r->events().size(); ++i) REQUIRE(r->events()[i].index == i);
+    CHECK(Find(*r, 9, 100, false) == 198);
+    CHECK(Find(*r, 9, 100, true) == -1);
+    CHECK(Find(*r, 9, 99, true) == 197);
+  }
+}
+
+TEST_CASE("calls on many threads, their records sealed at any point, lose and repeat nothing", "[trace]") {
+  testing::TempDir dir;
+  WriterOptions o = Options(dir.path());
+  o.ring_slot_bytes = 64 << 10;  // small: every slot wraps many times
+  o.flush_interval_ns = 500'000;  // open blocks rewritten and sealed while calls are in flight
+  o.block_events = 100;
+  o.full_wait_ns = 10'000'000'000;
+  auto w = TraceWriter::Open(o);
+  REQUIRE(w.ok());
+  TraceWriter& tw = **w;
+  const int kThreads = 4, kCalls = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint64_t comm = static_cast<uint64_t>(t) + 1;
+      for (uint64_t seq = 1; seq <= kCalls; ++seq) {
+        bool open = AppendCall(tw, CallOp(comm, seq), 0, {});
+        if (!open) REQUIRE(tw.Append(Event::Make(CallOp(comm, seq))));
+        if (seq % 7 == 0) {
+          MarkEvent m{static_cast<int64_t>(seq)};
+          REQUIRE(tw.AppendBody(EventKind::kMark, m, 0, {}, {}));
+        }
+        if (seq % 1000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(700));  // in flight across a flush
+        if (seq % 13 == 0) AbandonCall(tw);  // closed as the op alone; the return follows on its own
+        if (!open || !CompleteCall(tw, CallReturn(comm, seq))) REQUIRE(tw.Append(Event::Make(CallReturn(comm, seq))));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(tw.Close(CloseReason::kExit).ok());
+  CHECK(tw.stats().dropped == 0);
+
+  auto r = ReadRank(dir.path());
+  for (const TraceProblem& p : r->problems()) UNSCOPED_INFO(p.message);
+  CHECK(r->problems().empty());
+  const size_t marks = kCalls / 7;
+  REQUIRE(r->events().size() == static_cast<size_t>(kThreads) * (2 * kCalls + marks));
+  CHECK(tw.stats().events_written == r->events().size());  // none written twice
+  std::map<uint64_t, uint64_t> open_seq, last_seq;  // per comm (= per thread)
+  for (size_t i = 0; i < r->events().size(); ++i) {
+    const Event& e = r->events()[i];
+    REQUIRE(e.index == i);  // dense, each once
+    if (e.kind == EventKind::kOp) {
+      REQUIRE(open_seq[e.op.comm] == 0);
+      REQUIRE(e.op.seq == last_seq[e.op.comm] + 1);  // each thread's order kept
+      open_seq[e.op.comm] = e.op.seq;
+    } else if (e.kind == EventKind::kReturn) {
+      REQUIRE(e.ret.seq == open_seq[e.ret.comm]);  // right after its op among its thread's calls
+      open_seq[e.ret.comm] = 0;
+      last_seq[e.ret.comm] = e.ret.seq;
+    }
+  }
+  for (int t = 1; t <= kThreads; ++t) CHECK(last_seq[static_cast<uint64_t>(t)] == kCalls);
+  CHECK(r->stats().missing == 0);
 }
 
 TEST_CASE("a slow stream's flushes rewrite its last block in place until it is sealed", "[trace]") {

@@ -103,6 +103,9 @@ class TraceWriter {
   Ring* ring() const { return ring_.get(); }
   uint64_t generation() const { return generation_; }
   bool AppendRefused();
+  // Closes the calling thread's open call record (ThreadSlot::open, of this
+  // writer's generation) as its op alone.
+  void CloseOpenCall();
 
   // Stores received bytes in the payload stream, once per distinct content.
   // `hash` must be Hash64 of `bytes`.
@@ -164,7 +167,7 @@ class TraceWriter {
   void BackgroundLoop();
   Status DrainOnce(bool seal);
   void SealOpenBlock();
-  void Seal(const std::vector<uint64_t>& ends, const BlockTally& tally);
+  void Seal(const std::vector<uint64_t>& ends, const BlockTally& tally, const std::vector<uint64_t>& ops);
   // Writes the header; `size`, if given, gets its length.
   Status WriteHeader(bool complete, size_t* size = nullptr);
   Status CloseLocked(CloseReason reason);

@@ -26,6 +26,7 @@
 #include "replay/event.h"
 #include "replay/settings.h"
 #include "replay/trace_writer.h"
+#include "trace/call_record.h"
 #include "trace/ring.h"
 #include "trace/thread_slot.h"
 
@@ -84,12 +85,24 @@ class Recorder {
     TraceWriter& w = *writer_;
     if (__builtin_expect(list.empty() && text.empty() && w.recording(), 1)) {
       if (SlotHeader* slot = CachedSlot(w.generation()); __builtin_expect(slot != nullptr, 1)) {
+        if (__builtin_expect(t_thread_slot.open != nullptr, 0)) w.CloseOpenCall();
         return w.ring()->AppendRecord(slot, kind, &body, sizeof(Body), nullptr, 0, nullptr, 0, call_site) ||
                w.AppendRefused();
       }
     }
     return w.AppendBody(kind, body, call_site, list, text);
   }
+
+  // A call's op in a record its return completes in place (trace/call_record.h).
+  bool AppendCall(const OpEvent& op, uint64_t call_site, std::span<const int64_t> list) {
+    if (replay::AppendCall(*writer_, op, call_site, list)) return true;
+    Append(EventKind::kOp, op, call_site, list);
+    return false;
+  }
+  void AppendCallReturn(const ReturnEvent& ret, uint64_t call_site) {
+    if (!replay::CompleteCall(*writer_, ret)) Append(EventKind::kReturn, ret, call_site);
+  }
+  void AbandonCall() { replay::AbandonCall(*writer_); }
   bool AppendInfo(std::string_view key, std::string_view value);
 
   // The close reason to use at exit: finalize once MPI_Finalize returned.

@@ -65,6 +65,17 @@ void RecordToEvent(const RingRecord& rec, int64_t time_ns, Event* out) {
   out->text.assign(rec.text, h.text_size);
 }
 
+void ReturnToEvent(const RingRecord& rec, const ReturnTail& tail, int64_t time_ns, Event* out) {
+  out->index = tail.index;
+  out->time_ns = time_ns;
+  out->thread = rec.header->thread;
+  out->call_site = rec.header->call_site;
+  out->kind = EventKind::kReturn;
+  out->ret = tail.ret;
+  out->list.clear();
+  out->text.clear();
+}
+
 Result<std::unique_ptr<Ring>> Ring::Create(const std::string& path, const RingOptions& options,
                                            const uint8_t trace_uuid[16]) {
   std::unique_ptr<Ring> ring(new Ring());
@@ -410,8 +421,13 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
       }
       auto kind = static_cast<EventKind>(rh.kind);
       size_t body = EventBodySize(kind);
+      // A version 1 ring has no flags; a call's record with room for its
+      // return is an op with no text.
+      const bool has_tail = h.version >= 2 && (rh.flags & kRecordTail) != 0;
+      const size_t tail_bytes = has_tail ? sizeof(ReturnTail) : 0;
       if (body == 0 || rh.size < sizeof(RecordHeader) || rh.size > h.capacity - off ||
-          RecordSize(body, rh.list_count, rh.text_size) != rh.size) {
+          RecordSize(body, rh.list_count, rh.text_size) + tail_bytes != rh.size ||
+          (has_tail && (kind != EventKind::kOp || rh.text_size != 0))) {
         out.problems.push_back("ring slot " + std::to_string(i) + ": damaged record at offset " +
                                std::to_string(off) + "; rest of the slot skipped");
         break;
@@ -426,7 +442,18 @@ Result<SalvagedRing> SalvageRing(std::span<const uint8_t> file, std::span<const 
       rec.text = reinterpret_cast<const char*>(bp + body + rh.list_count * 8);
       Event e;
       RecordToEvent(rec, SalvagedTimeNs(h, rh.ticks), &e);
-      if (pos >= skip_before) out.events.push_back(std::move(e));
+      if (pos >= skip_before) {
+        out.events.push_back(std::move(e));
+        // The return of a call that returned; a call it died in is its op alone.
+        constexpr uint16_t kReturned = kRecordDone | kRecordReturned;
+        if (has_tail && (rh.flags & kReturned) == kReturned) {
+          ReturnTail ret;
+          std::memcpy(static_cast<void*>(&ret), data + off + rh.size - sizeof(ReturnTail), sizeof(ret));
+          Event r;
+          ReturnToEvent(rec, ret, SalvagedTimeNs(h, ret.ticks), &r);
+          out.events.push_back(std::move(r));
+        }
+      }
       pos += rh.size;
     }
   }

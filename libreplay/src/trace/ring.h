@@ -38,7 +38,7 @@
 namespace replay {
 
 inline constexpr char kRingMagic[8] = {'R', 'E', 'P', 'L', 'R', 'I', 'N', 'G'};
-inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kRingVersion = 2;  // 2: a call's op and return in one record (RecordFlags)
 inline constexpr size_t kRingHeaderBytes = 4096;
 inline constexpr size_t kSlotHeaderBytes = 256;
 inline constexpr uint16_t kPadKind = 0xffff;
@@ -105,11 +105,11 @@ struct SlotHeader {
 static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
 
 // Every record starts with this. `size` covers header, body, list and text,
-// rounded up to 8 bytes.
+// rounded up to 8 bytes, and the return's part when flags has kRecordTail.
 struct RecordHeader {
   uint32_t size;
   uint16_t kind;        // EventKind, or kPadKind
-  uint16_t flags;       // 0
+  uint16_t flags;       // RecordFlags; the owner stores the last change with release
   uint32_t thread;
   uint32_t list_count;  // int64 values after the body
   uint32_t text_size;   // bytes after the list
@@ -123,6 +123,25 @@ static_assert(sizeof(RecordHeader) == 48);
 inline constexpr size_t RecordSize(size_t body, size_t list_count, size_t text) {
   return (sizeof(RecordHeader) + body + list_count * 8 + text + 7) & ~size_t{7};
 }
+
+// A call's op and its return in one record. The op is appended on entry with
+// room for the return after it (kRecordTail); the return is written there when
+// the call returns, with its own index and ticks, and kRecordDone and
+// kRecordReturned are then published together. Until then the record is open:
+// the writer writes its op alone and keeps its space, and a reader of a
+// killed rank's ring finds the op of the call it died in.
+enum RecordFlags : uint16_t {
+  kRecordTail = 1,      // size includes a ReturnTail at the record's end
+  kRecordDone = 2,      // the call returned, or will not be completed here
+  kRecordReturned = 4,  // with kRecordDone: the tail holds the return
+};
+
+struct ReturnTail {
+  uint64_t index;
+  uint64_t ticks;
+  ReturnEvent ret;
+};
+static_assert(sizeof(ReturnTail) % 8 == 0);
 
 struct RingOptions {
   uint64_t capacity = 1u << 20;  // data bytes per slot; rounded up to a power of two
@@ -142,10 +161,16 @@ struct RingRecord {
   const int64_t* list;
   const char* text;
   uint64_t end = 0;  // the slot position just past this record (Drain sets it)
+  // A call's record with room for its return: the return once written, else
+  // null; `open` while the call has not returned.
+  const ReturnTail* ret = nullptr;
+  bool open = false;
 };
 
 // Converts a ring record to an Event, using `to_ns` for the timestamp.
 void RecordToEvent(const RingRecord& rec, int64_t time_ns, Event* out);
+// The return event a call's record holds in `tail`.
+void ReturnToEvent(const RingRecord& rec, const ReturnTail& tail, int64_t time_ns, Event* out);
 
 class Ring {
  public:
@@ -177,60 +202,51 @@ class Ring {
                     const int64_t* list, uint32_t list_count, const void* text,
                     uint32_t text_size, uint64_t call_site) {
     size_t need = RecordSize(body_size, list_count, text_size);
-    uint64_t head = slot->head.load(std::memory_order_relaxed);
-    uint64_t pos = head & mask_;
-    size_t pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
-    uint64_t tail = slot->tail_seen;
-    if (__builtin_expect(head + pad + need - tail > (capacity_ >> 1) || pos + need > slot->limit, 0)) {
-      tail = slot->tail_seen = slot->tail.load(std::memory_order_acquire);
-      if (pos + need > slot->limit) {
-        if (Extend(slot, pos + need, false)) {
-          pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
-        } else if (need <= slot->limit || Extend(slot, need, true)) {
-          pad = capacity_ - pos;  // go round within what is reserved
-        } else {
-          return NoRoom();
-        }
-      }
-    }
-    if (__builtin_expect(head + pad + need - tail > capacity_ ||
-                             slot->dropped.load(std::memory_order_relaxed) !=
-                                 slot->drop_noted.load(std::memory_order_relaxed),
-                         0)) {
+    uint64_t head = 0, tail = 0;
+    uint8_t* dst = nullptr;
+    if (Place at = Room(slot, need, &dst, &head, &tail); __builtin_expect(at != Place::kHere, 0)) {
+      if (at == Place::kNoRoom) return NoRoom();
       return AppendSlow(slot, kind, body, body_size, list, list_count, text, text_size,
                         call_site);
     }
-    if (pad != 0) {
-      WritePad(slot, pos, pad);
-      head += pad;
-      pos = 0;
-    }
-    // The locked increment waits for every earlier store to reach the cache,
-    // so it goes before the record's stores, whose lines may still be coming.
-    uint64_t index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
-    uint8_t* dst = Data(slot) + pos;
-    RecordHeader* h = reinterpret_cast<RecordHeader*>(dst);
-    h->size = static_cast<uint32_t>(need);
-    h->kind = static_cast<uint16_t>(kind);
-    h->flags = 0;
-    h->thread = slot->thread;
-    h->list_count = list_count;
-    h->text_size = text_size;
-    h->reserved = 0;
-    h->index = index;
-    h->ticks = ReadTicks();
-    h->call_site = call_site;
-    uint8_t* p = dst + sizeof(RecordHeader);
-    std::memcpy(p, body, body_size);
-    p += body_size;
-    if (list_count != 0) {
-      std::memcpy(p, list, list_count * 8);
-      p += list_count * 8;
-    }
-    if (text_size != 0) std::memcpy(p, text, text_size);
-    slot->head.store(head + need, std::memory_order_release);
-    if (__builtin_expect(head + need - tail > (capacity_ >> 1), 0)) MaybeWake();
+    Write(slot, dst, need, 0, kind, body, body_size, list, list_count, text, text_size, call_site);
+    Publish(slot, head + need, tail);
     return true;
+  }
+
+  // Appends a call's op record with room for its return, which Complete
+  // writes in place when the call returns. Null, with nothing appended or
+  // counted, when the slot has no room at once or a drop is waiting to be
+  // reported: the caller then appends the op and the return as records of
+  // their own, which wait, drop or count as any record does.
+  [[gnu::always_inline]] RecordHeader* AppendOpen(SlotHeader* slot, const OpEvent& op, const int64_t* list,
+                                                  uint32_t list_count, uint64_t call_site) {
+    size_t need = RecordSize(sizeof(OpEvent), list_count, 0) + sizeof(ReturnTail);
+    uint64_t head = 0, tail = 0;
+    uint8_t* dst = nullptr;
+    if (__builtin_expect(Room(slot, need, &dst, &head, &tail) != Place::kHere, 0)) return nullptr;
+    Write(slot, dst, need, kRecordTail, EventKind::kOp, &op, sizeof(OpEvent), list, list_count, nullptr, 0,
+          call_site);
+    Publish(slot, head + need, tail);
+    return reinterpret_cast<RecordHeader*>(dst);
+  }
+  // Writes the return of the call `open` (from AppendOpen) holds, on the
+  // thread that appended it. The index is taken now, so that events appended
+  // while the call ran come before its return, as they would as records of
+  // their own.
+  [[gnu::always_inline]] void Complete(RecordHeader* open, const ReturnEvent& ret) {
+    if (__builtin_expect(header_ == nullptr, 0)) return;  // a forked child's view, gone
+    auto* t = reinterpret_cast<ReturnTail*>(reinterpret_cast<uint8_t*>(open) + open->size - sizeof(ReturnTail));
+    t->index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
+    t->ticks = ReadTicks();
+    std::memcpy(&t->ret, &ret, sizeof(ReturnEvent));
+    __atomic_store_n(&open->flags, uint16_t{kRecordTail | kRecordDone | kRecordReturned}, __ATOMIC_RELEASE);
+  }
+  // The call `open` holds will not be completed (it ended without a return
+  // event): its record is its op alone.
+  // The caller makes sure the ring is still mapped (not a forked child's view).
+  static void Abandon(RecordHeader* open) {
+    __atomic_store_n(&open->flags, uint16_t{kRecordTail | kRecordDone}, __ATOMIC_RELEASE);
   }
 
   // Writer side. Calls `visit(const RingRecord&)` for the published records of
@@ -260,7 +276,23 @@ class Ring {
       size_t body_size = EventBodySize(static_cast<EventKind>(h->kind));
       const auto* list = reinterpret_cast<const int64_t*>(body + body_size);
       const auto* text = reinterpret_cast<const char*>(list + h->list_count);
-      visit(RingRecord{h, body, list, text, pos + h->size});
+      RingRecord rec{h, body, list, text, pos + h->size};
+      uint16_t flags = __atomic_load_n(&h->flags, __ATOMIC_ACQUIRE);
+      if (flags & kRecordTail) {
+        if (h->size < sizeof(RecordHeader) + body_size + sizeof(ReturnTail)) return head;  // damaged, as above
+        if (!(flags & kRecordDone)) {
+          // A call in flight: its op is visited, its space kept, and the
+          // slot's later records (the same thread's) wait for its return.
+          rec.open = true;
+          visit(rec);
+          return pos;
+        }
+        if (flags & kRecordReturned) {
+          rec.ret = reinterpret_cast<const ReturnTail*>(reinterpret_cast<const uint8_t*>(h) + h->size -
+                                                        sizeof(ReturnTail));
+        }
+      }
+      visit(rec);
       pos += h->size;
       ++n;
     }
@@ -305,6 +337,77 @@ class Ring {
   Ring() = default;
   uint8_t* Data(SlotHeader* slot) const {
     return reinterpret_cast<uint8_t*>(slot) + kSlotHeaderBytes;
+  }
+  // The fast path's room check. kHere: a record of `need` bytes goes at `dst`
+  // now (padding to the slot's start was written if it would not fit before
+  // its end), `head` is past the padding and `tail` what it was checked
+  // against. kSlow: only the slow path can decide (the slot is full, or a drop
+  // is waiting to be reported). kNoRoom: the disk has no room for it.
+  enum class Place { kHere, kSlow, kNoRoom };
+  [[gnu::always_inline]] Place Room(SlotHeader* slot, size_t need, uint8_t** dst, uint64_t* head_out,
+                                    uint64_t* tail_out) {
+    uint64_t head = slot->head.load(std::memory_order_relaxed);
+    uint64_t pos = head & mask_;
+    size_t pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
+    uint64_t tail = slot->tail_seen;
+    if (__builtin_expect(head + pad + need - tail > (capacity_ >> 1) || pos + need > slot->limit, 0)) {
+      tail = slot->tail_seen = slot->tail.load(std::memory_order_acquire);
+      if (pos + need > slot->limit) {
+        if (Extend(slot, pos + need, false)) {
+          pad = (pos + need > slot->wrap_at) ? capacity_ - pos : 0;
+        } else if (need <= slot->limit || Extend(slot, need, true)) {
+          pad = capacity_ - pos;  // go round within what is reserved
+        } else {
+          return Place::kNoRoom;
+        }
+      }
+    }
+    if (__builtin_expect(head + pad + need - tail > capacity_ ||
+                             slot->dropped.load(std::memory_order_relaxed) !=
+                                 slot->drop_noted.load(std::memory_order_relaxed),
+                         0)) {
+      return Place::kSlow;
+    }
+    if (pad != 0) {
+      WritePad(slot, pos, pad);
+      head += pad;
+      pos = 0;
+    }
+    *dst = Data(slot) + pos;
+    *head_out = head;
+    *tail_out = tail;
+    return Place::kHere;
+  }
+  [[gnu::always_inline]] void Write(SlotHeader* slot, uint8_t* dst, size_t need, uint16_t flags, EventKind kind,
+                                    const void* body, size_t body_size, const int64_t* list,
+                                    uint32_t list_count, const void* text, uint32_t text_size,
+                                    uint64_t call_site) {
+    // The locked increment waits for every earlier store to reach the cache,
+    // so it goes before the record's stores, whose lines may still be coming.
+    uint64_t index = header_->next_index.fetch_add(1, std::memory_order_relaxed);
+    RecordHeader* h = reinterpret_cast<RecordHeader*>(dst);
+    h->size = static_cast<uint32_t>(need);
+    h->kind = static_cast<uint16_t>(kind);
+    h->flags = flags;
+    h->thread = slot->thread;
+    h->list_count = list_count;
+    h->text_size = text_size;
+    h->reserved = 0;
+    h->index = index;
+    h->ticks = ReadTicks();
+    h->call_site = call_site;
+    uint8_t* p = dst + sizeof(RecordHeader);
+    std::memcpy(p, body, body_size);
+    p += body_size;
+    if (list_count != 0) {
+      std::memcpy(p, list, list_count * 8);
+      p += list_count * 8;
+    }
+    if (text_size != 0) std::memcpy(p, text, text_size);
+  }
+  [[gnu::always_inline]] void Publish(SlotHeader* slot, uint64_t new_head, uint64_t tail) {
+    slot->head.store(new_head, std::memory_order_release);
+    if (__builtin_expect(new_head - tail > (capacity_ >> 1), 0)) MaybeWake();
   }
   void WritePad(SlotHeader* slot, uint64_t pos, size_t pad) {
     RecordHeader* h = reinterpret_cast<RecordHeader*>(Data(slot) + pos);

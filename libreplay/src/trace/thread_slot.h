@@ -12,10 +12,16 @@
 namespace replay {
 
 struct SlotHeader;
+struct RecordHeader;
 
 struct ThreadSlot {
   uint64_t generation = 0;
   SlotHeader* slot = nullptr;
+  // The record of the call this thread is in, which its return completes
+  // (Ring::AppendOpen); null when there is none. Any other record the thread
+  // appends first closes it as the op alone, and the return then goes in a
+  // record of its own, after what came between.
+  RecordHeader* open = nullptr;
 };
 extern thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
 

@@ -46,7 +46,11 @@ struct SlotReturn {
     ThreadSlot& t = t_thread_slot;
     if (!armed || t.slot == nullptr) return;
     std::lock_guard<std::mutex> lock(g_live_mu);
-    if (LiveWriters().count(t.generation) != 0) Ring::Release(t.slot);
+    if (LiveWriters().count(t.generation) != 0) {
+      if (t.open != nullptr) Ring::Abandon(t.open);
+      Ring::Release(t.slot);
+    }
+    t.open = nullptr;
     t.slot = nullptr;
   }
 };
@@ -64,11 +68,21 @@ std::string RankDirName(int32_t rank, int32_t pid) {
 
 int64_t Tid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
 
+// One event to write: a ring record's, or one of the two of a call's record
+// (its op, its return). Small, as there is one per event.
 struct PendingRecord {
   uint64_t index;
-  EventKind kind;
+  uint64_t ticks;
+  const RecordHeader* header;
+  // How far the slot's space may go once this event and the slot's earlier
+  // ones are written: past the record, or, for the op of a call's record
+  // (`keeps`), only to its start, since the return is still to come or to be
+  // written.
+  uint64_t done;
   uint32_t slot;
-  RingRecord rec;
+  EventKind kind;
+  bool is_return;  // the return a call's record holds
+  bool keeps;
 };
 
 }  // namespace
@@ -102,6 +116,12 @@ struct TraceWriter::State {
   uint64_t sealed_at = 0;
   BlockTally open;
   std::vector<uint64_t> open_end;  // per slot: the position past its records in the open block
+  // Per slot: 1 + the position of a call's record whose op is in a sealed
+  // block while its space is kept for the return (0: none). Its op is not
+  // written again.
+  std::vector<uint64_t> op_sealed;
+  std::vector<uint64_t> open_op;   // the same for the open block, once it is sealed
+  std::vector<uint64_t> seal_ops;  // the same for the blocks being sealed
 
   std::mutex payload_mu;
   std::unordered_set<uint64_t> payload_seen;  // in the current payload file
@@ -255,9 +275,18 @@ void TraceWriter::NoteUnrecorded() {
 
 void TraceWriter::ReleaseThreadSlot() {
   if (SlotHeader* s = CachedSlot(generation_)) {
+    CloseOpenCall();
     Ring::Release(s);
     t_thread_slot.slot = nullptr;
   }
+}
+
+void TraceWriter::CloseOpenCall() {
+  replay::ThreadSlot& t = t_thread_slot;
+  if (t.open != nullptr && t.generation == generation_ && ring_ != nullptr && ring_->header() != nullptr) {
+    Ring::Abandon(t.open);
+  }
+  t.open = nullptr;
 }
 
 // Inline where it is called: every append asks.
@@ -275,6 +304,7 @@ bool TraceWriter::AppendRaw(EventKind kind, const void* body, size_t body_size,
     ring_->header()->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  if (t_thread_slot.open != nullptr) CloseOpenCall();
   if (__builtin_expect(ring_->AppendRecord(slot, kind, body, body_size, list.data(),
                                                   static_cast<uint32_t>(list.size()), text.data(),
                                                   static_cast<uint32_t>(text.size()), call_site),
@@ -434,8 +464,21 @@ Status TraceWriter::DrainOnce(bool seal) {
         continue;
       }
       uint64_t tail = s->tail.load(std::memory_order_relaxed);
-      st.slot_end[i] = ring.Drain(s, budget, [&](const RingRecord& r) {
-        st.pending.push_back(PendingRecord{r.header->index, static_cast<EventKind>(r.header->kind), i, r});
+      if (st.op_sealed.size() < slots) st.op_sealed.resize(slots, 0);
+      const uint64_t sealed_op = st.op_sealed[i];
+      st.slot_end[i] = ring.Drain(s, budget, [&](const RingRecord& r) __attribute__((always_inline)) {
+        const RecordHeader& h = *r.header;
+        const uint64_t start = r.end - h.size;
+        // Not a call's record whose op is already sealed (a call in flight
+        // then; it may since have returned, or been closed as the op alone).
+        const bool call = r.open || r.ret != nullptr;
+        if (__builtin_expect(sealed_op != start + 1, 1)) {
+          st.pending.push_back(
+              PendingRecord{h.index, h.ticks, &h, call ? start : r.end, i, static_cast<EventKind>(h.kind), false, call});
+        }
+        if (r.ret != nullptr) {
+          st.pending.push_back(PendingRecord{r.ret->index, r.ret->ticks, &h, r.end, i, EventKind::kReturn, true, false});
+        }
       });
       // A finished thread's slot is reused only once drained, and a slot past
       // half full would soon make its owner wait.
@@ -464,23 +507,25 @@ Status TraceWriter::DrainOnce(bool seal) {
     for (size_t at = 0; at < total; at += options_.block_events) {
       size_t n = std::min<size_t>(options_.block_events, total - at);
       const PendingRecord& first = st.pending[at];
-      int64_t base_time = event_ns(first.rec.header->ticks);
+      int64_t base_time = event_ns(first.ticks);
       EventKindCounts kinds;
       for (size_t i = at; i < at + n; ++i) kinds.Add(st.pending[i].kind);
       st.encoder.Begin(kinds, first.index, base_time);
       uint64_t drops = 0;
       for (size_t i = at; i < at + n; ++i) {
-        const RingRecord& r = st.pending[i].rec;
-        const RecordHeader& h = *r.header;
-        EventView v{h.index,
-                    event_ns(h.ticks),
-                    h.thread,
-                    h.call_site,
-                    static_cast<EventKind>(h.kind),
-                    r.body,
-                    std::span<const int64_t>(r.list, h.list_count),
-                    std::string_view(r.text, h.text_size)};
-        if (v.kind == EventKind::kDrop) drops += static_cast<const DropEvent*>(r.body)->count;
+        const PendingRecord& p = st.pending[i];
+        const RecordHeader& h = *p.header;
+        const auto* body = reinterpret_cast<const uint8_t*>(&h + 1);
+        EventView v{p.index, event_ns(p.ticks), h.thread, h.call_site, p.kind, body, {}, {}};
+        if (p.is_return) {
+          v.body = &reinterpret_cast<const ReturnTail*>(reinterpret_cast<const uint8_t*>(&h) + h.size -
+                                                        sizeof(ReturnTail))->ret;
+        } else if (h.list_count != 0 || h.text_size != 0) {
+          const auto* list = reinterpret_cast<const int64_t*>(body + EventBodySize(p.kind));
+          v.list = std::span<const int64_t>(list, h.list_count);
+          v.text = std::string_view(reinterpret_cast<const char*>(list + h.list_count), h.text_size);
+        }
+        if (v.kind == EventKind::kDrop) drops += static_cast<const DropEvent*>(v.body)->count;
         st.encoder.Add(v);
       }
       std::span<const uint8_t> raw = st.encoder.Finish();
@@ -511,12 +556,25 @@ Status TraceWriter::DrainOnce(bool seal) {
     if (rewrite) st.events->Unlock();
     REPLAY_RETURN_IF_ERROR(written);
     // The sealed blocks are durable in the events stream (page cache): their
-    // ring space can go. Each slot's sealed records come first in it.
+    // ring space can go. Each slot's sealed records come first in it (a
+    // call's return comes right after its op among its thread's events: any
+    // other record of the thread in between closes the call's record first).
+    // The op of a call whose return is not in them is sealed alone: the
+    // space stays, and the op is not written again.
     if (sealed != total) {
       st.seal_end.assign(slots, UINT64_MAX);
-      for (size_t i = 0; i < sealed; ++i) st.seal_end[st.pending[i].slot] = st.pending[i].rec.end;
+      for (size_t i = 0; i < sealed; ++i) st.seal_end[st.pending[i].slot] = st.pending[i].done;
     }
-    Seal(sealed == total ? st.slot_end : st.seal_end, sealed_tally);
+    auto ops_alone = [&](size_t from, size_t to, std::vector<uint64_t>* marks) {
+      marks->assign(slots, 0);
+      for (size_t i = from; i < to; ++i) {
+        const PendingRecord& p = st.pending[i];
+        if (p.keeps) (*marks)[p.slot] = p.done + 1;
+      }
+    };
+    ops_alone(0, sealed, &st.seal_ops);
+    ops_alone(sealed, total, &st.open_op);
+    Seal(sealed == total ? st.slot_end : st.seal_end, sealed_tally, st.seal_ops);
     st.open = open_tally;
     st.open_end = st.slot_end;
     if (!more) break;
@@ -528,18 +586,26 @@ Status TraceWriter::DrainOnce(bool seal) {
 void TraceWriter::SealOpenBlock() {
   State& st = *state_;
   if (st.open.stored == 0) return;
-  Seal(st.open_end, st.open);
+  Seal(st.open_end, st.open, st.open_op);
   st.open = BlockTally{};
 }
 
 // Blocks written at `sealed_at` and holding `tally` are sealed: the stream
 // goes on after them, and their ring space, up to `ends` per slot (UINT64_MAX:
-// none), can go.
-void TraceWriter::Seal(const std::vector<uint64_t>& ends, const BlockTally& tally) {
+// none), can go. `ops` marks per slot (1 + position, 0: none) a call's record
+// whose op they hold without its return.
+void TraceWriter::Seal(const std::vector<uint64_t>& ends, const BlockTally& tally,
+                       const std::vector<uint64_t>& ops) {
   State& st = *state_;
   Ring& ring = *ring_;
+  if (st.op_sealed.size() < ends.size()) st.op_sealed.resize(ends.size(), 0);
   for (uint32_t i = 0; i < ends.size() && i < ring.slots_used(); ++i) {
-    if (ends[i] != UINT64_MAX) Ring::Consume(ring.slot(i), ends[i]);
+    if (i < ops.size() && ops[i] != 0) st.op_sealed[i] = ops[i];
+    if (ends[i] != UINT64_MAX) {
+      Ring::Consume(ring.slot(i), ends[i]);
+      // Once the record's space is gone, so is the mark (a reused slot counts again).
+      if (st.op_sealed[i] != 0 && ends[i] >= st.op_sealed[i]) st.op_sealed[i] = 0;
+    }
   }
   st.sealed_at += tally.stored;
   st.events_written.fetch_add(tally.events, std::memory_order_relaxed);
@@ -588,6 +654,9 @@ void TraceWriter::AbandonAfterFork() {
   recording_.store(false, std::memory_order_release);
   closed_.store(true, std::memory_order_release);
   if (ring_ != nullptr) ring_->AbandonAfterFork();
+  // The child's one thread forgets its slot (and any call record open in it)
+  // in the mapping that is gone.
+  if (t_thread_slot.generation == generation_) t_thread_slot = replay::ThreadSlot{};
   // The std::thread object names a thread of the parent: forget it unjoined.
   new (&state_->background) std::thread();
   state_->events.release();
