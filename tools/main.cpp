@@ -82,6 +82,23 @@ CLI::Validator NumberValidator(std::function<bool(double)> ok, std::string what)
       "");
 }
 
+// For a command that runs COMMAND (given after `--`): the first option before
+// the `--` that the command does not know, or "". CLI11 would take it, and
+// the words after it, for COMMAND's, and then complain about the command.
+std::string UnknownOptionBeforeCommand(const CLI::App& sub, int argc, char** argv) {
+  if (sub.get_option_no_throw("COMMAND") == nullptr) return "";
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    std::string word = argv[i];
+    if (word.size() < 2 || word[0] != '-') continue;
+    char* end = nullptr;
+    (void)std::strtod(word.c_str(), &end);
+    if (end != nullptr && *end == '\0') continue;  // a negative number is an option's value
+    std::string name = word.substr(0, word.find('='));
+    if (sub.get_option_no_throw(name) == nullptr && name != "-h" && name != "--help") return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 CLI::Validator AtLeast(double min, const std::string& unit) {
@@ -106,6 +123,12 @@ int Main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !IsCommand(argv[1])) {
     return Fail("", std::string(argv[1]) + " is not a command; the commands are " + CommandNames() +
                         " (`replay --help`)");
+  }
+  if (argc > 2 && IsCommand(argv[1])) {
+    if (std::string unknown = UnknownOptionBeforeCommand(*app.get_subcommand(argv[1]), argc, argv); !unknown.empty()) {
+      return Fail(argv[1], unknown + " is not an option of replay " + argv[1] + "; the command to run goes after -- (`replay " +
+                               argv[1] + " --help`)");
+    }
   }
   try {
     app.parse(argc, argv);

@@ -44,6 +44,8 @@ TEST_CASE("a wrong command line gets exit status 2 and one line saying what is w
       {"check TRACE --min-wait soon", "soon is not a number of seconds"},
       {"check TRACE --threads -2", "--threads: -2 is not a number of threads"},
       {"diff TRACE TRACE -C x", "--context: x is not a number of events"},
+      {"record --out x -- true", "--out is not an option of replay record; the command to run goes after --"},
+      {"rerun TRACE --rank 0 --stop=3 -- true", "--stop is not an option of replay rerun"},
       {"rerun TRACE --rank -1 -- true", "--rank: -1 is not a rank number"},
       {"rerun TRACE --rank 0 --stop-at -3 -- true", "--stop-at: -3 is not an event index"},
       {"drive TRACE --timeout 0", "--timeout: 0 is not a positive number of seconds"},
