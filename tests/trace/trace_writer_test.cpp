@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -136,14 +137,30 @@ TEST_CASE("many threads appending concurrently lose no event", "[trace]") {
   CHECK(r->stats().missing == 0);
 }
 
-TEST_CASE("a process killed with SIGKILL loses none of the events it appended", "[trace]") {
-  testing::TempDir dir;
-  const int kEvents = 20000;
-  int ready[2];
-  REQUIRE(pipe(ready) == 0);
+// Runs `record` in a child process, which then kills itself with SIGKILL
+// while the writer `record` opened (and left in *writer) is still open;
+// waits for it. `record` stops the child with an exit status where it fails.
+void RecordThenKill(const std::function<void(std::unique_ptr<TraceWriter>* writer)>& record) {
   pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    std::unique_ptr<TraceWriter> writer;
+    record(&writer);
+    if (writer == nullptr) _exit(8);
+    kill(getpid(), SIGKILL);
+    _exit(7);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  INFO("the child's exit status: " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+}
+
+TEST_CASE("a process killed with SIGKILL loses none of the events it appended", "[trace]") {
+  testing::TempDir dir;
+  const int kEvents = 20000;
+  RecordThenKill([&](std::unique_ptr<TraceWriter>* writer) {
     WriterOptions o = Options(dir.path());
     // The first half reaches the events stream; the writer then sleeps (long
     // flush interval, ring far from half full) and the second half stays in the ring.
@@ -155,18 +172,8 @@ TEST_CASE("a process killed with SIGKILL loses none of the events it appended", 
       if (!(*w)->Append(testing::AllreduceOp(1, i + 1, 1, i))) _exit(4);
       if (i == kEvents / 2 && !(*w)->Flush().ok()) _exit(5);
     }
-    char c = 1;
-    (void)!write(ready[1], &c, 1);
-    kill(getpid(), SIGKILL);
-    _exit(5);
-  }
-  close(ready[1]);
-  char c = 0;
-  CHECK(read(ready[0], &c, 1) == 1);
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGKILL);
+    *writer = std::move(w).value();
+  });
 
   auto r = ReadRank(dir.path());
   CHECK(r->status() == RankStatus::kSalvaged);
@@ -330,16 +337,13 @@ TEST_CASE("a rank closed or killed while a call is in flight keeps the call's op
   }
   SECTION("killed") {
     testing::TempDir dir;
-    int ready[2];
-    REQUIRE(pipe(ready) == 0);
-    pid_t child = fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
+    RecordThenKill([&](std::unique_ptr<TraceWriter>* writer) {
       WriterOptions o = Options(dir.path());
       o.flush_interval_ns = 60'000'000'000;
       auto w = TraceWriter::Open(o);
       if (!w.ok()) _exit(3);
-      TraceWriter& tw = **w;
+      *writer = std::move(w).value();
+      TraceWriter& tw = **writer;
       for (uint64_t seq = 1; seq <= 100; ++seq) {
         if (!AppendCall(tw, CallOp(9, seq), 0, {})) {
           if (!tw.Append(Event::Make(CallOp(9, seq)))) _exit(4);  // the thread's first record
@@ -349,17 +353,7 @@ TEST_CASE("a rank closed or killed while a call is in flight keeps the call's op
         }
         if (seq == 50 && !tw.Flush().ok()) _exit(6);
       }
-      char c = 1;
-      (void)!write(ready[1], &c, 1);
-      kill(getpid(), SIGKILL);
-      _exit(7);
-    }
-    close(ready[1]);
-    char c = 0;
-    CHECK(read(ready[0], &c, 1) == 1);
-    int status = 0;
-    waitpid(child, &status, 0);
-    REQUIRE(WIFSIGNALED(status));
+    });
     auto r = ReadRank(dir.path());
     CHECK(r->status() == RankStatus::kSalvaged);
     REQUIRE(r->events().size() == 199);
@@ -496,7 +490,7 @@ TEST_CASE("while a reader holds the events file's lock, the writer appends inste
   append(10);
   REQUIRE(StreamHolds(dir.path(), 40, blocks));
   REQUIRE((*w)->Close(CloseReason::kFinalize).ok());
-  CHECK((*w)->stats().blocks_written == 3);
+  CHECK((*w)->stats().blocks_written == blocks);  // the open one sealed as it was
   auto r = ReadRank(dir.path());
   CHECK(r->problems().empty());
   RequireSeqsUpTo(*r, 40);

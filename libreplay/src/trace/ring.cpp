@@ -1,9 +1,5 @@
 #include "trace/ring.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -51,19 +47,6 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ti
 // Reserves the file's blocks so that writing the mapping can never fault with
 // SIGBUS on a full disk: the failure surfaces here, as an error, instead.
 int Reserve(int fd, off_t from, off_t to) { return posix_fallocate(fd, from, to - from); }
-
-// Whether PREFETCHW may be executed: x86-64 CPUs that report it (CPUID
-// 0x80000001, ECX bit 8); other architectures use their own hint.
-bool PrefetchWriteSupported() {
-#if defined(__x86_64__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0x80000000, &eax, &ebx, &ecx, &edx) == 0 || eax < 0x80000001) return false;
-  __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx);
-  return (ecx & (1u << 8)) != 0;
-#else
-  return true;
-#endif
-}
 
 // Data bytes a new slot reserves on disk; it doubles as the slot fills.
 constexpr uint64_t kInitialReserve = 16 * 1024;
@@ -123,7 +106,11 @@ Result<std::unique_ptr<Ring>> Ring::Create(const std::string& path, const RingOp
   h->pid = getpid();
   TickClock clock = TickClock::Start(options.prefer_tsc);
   ring->tsc_ = clock.tsc;
-  ring->prefetch_write_ = PrefetchWriteSupported();
+#if defined(__x86_64__)
+  ring->prefetch_write_ = HavePrefetchWrite();
+#else
+  ring->prefetch_write_ = true;  // the compiler's prefetch for writing
+#endif
   h->clock_tsc = clock.tsc ? 1 : 0;
   h->tick_base = clock.tick_base;
   h->mono_base_ns = clock.mono_base_ns;

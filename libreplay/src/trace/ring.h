@@ -452,7 +452,7 @@ class Ring {
   uint64_t mask_ = 0;
   size_t slot_bytes_ = 0;
   bool tsc_ = false;
-  bool prefetch_write_ = false;  // the CPU has a prefetch for writing (PrefetchWriteSupported)
+  bool prefetch_write_ = false;  // the CPU has a prefetch for writing (HavePrefetchWrite)
   int64_t full_wait_ns_ = 0;
   std::mutex grow_mu_;               // serialises file growth in Claim
   std::atomic<uint32_t> work_{0};    // futex word: 1 when the writer was asked to drain

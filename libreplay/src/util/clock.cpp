@@ -21,16 +21,29 @@ std::string FormatUtc(int64_t realtime_ns, const char* format) {
   return std::string(buf, n);
 }
 
-bool HaveInvariantTsc() {
+namespace {
+
+// Bit `bit` of register ECX (`edx` false) or EDX of extended CPUID leaf `leaf`;
+// false when the CPU has no such leaf.
+bool ExtendedCpuidBit(unsigned leaf, bool edx_register, unsigned bit) {
 #ifdef REPLAY_HAVE_TSC
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0x80000000, &eax, &ebx, &ecx, &edx) == 0 || eax < 0x80000007) return false;
-  __get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx);
-  return (edx & (1u << 8)) != 0;
+  if (__get_cpuid(0x80000000, &eax, &ebx, &ecx, &edx) == 0 || eax < leaf) return false;
+  __get_cpuid(leaf, &eax, &ebx, &ecx, &edx);
+  return ((edx_register ? edx : ecx) & (1u << bit)) != 0;
 #else
+  (void)leaf;
+  (void)edx_register;
+  (void)bit;
   return false;
 #endif
 }
+
+}  // namespace
+
+bool HaveInvariantTsc() { return ExtendedCpuidBit(0x80000007, /*edx_register=*/true, 8); }
+
+bool HavePrefetchWrite() { return ExtendedCpuidBit(0x80000001, /*edx_register=*/false, 8); }
 
 namespace {
 

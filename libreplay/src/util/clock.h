@@ -35,6 +35,9 @@ std::string FormatUtc(int64_t realtime_ns, const char* format) __attribute__((fo
 
 // Whether this CPU has an invariant TSC (constant rate, not stopped in sleep).
 bool HaveInvariantTsc();
+// Whether the CPU has PREFETCHW (a prefetch to write; CPUID 0x80000001, ECX
+// bit 8). False where there is no TSC support compiled in (not x86-64).
+bool HavePrefetchWrite();
 
 // Ticks from the chosen source: TSC when `tsc`, else monotonic nanoseconds.
 inline uint64_t ReadTicks(bool tsc) {
