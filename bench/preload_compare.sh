@@ -9,6 +9,9 @@
 #   LEVEL        meta, hash or data
 #   BYTES CALLS  the MPI_Allreduce loop's message size and calls (8 200000)
 #   BUILD=build  where bench/mpi_allreduce_loop is
+#   EVICT_KB=N   write N KiB before each call, emptying the caches as a real
+#                job's compute does, and time the calls alone (2048 for this
+#                host's 1 MiB L2; see mpi_allreduce_loop.cpp)
 # Example, before/after a change to the MPI wrappers:
 #   git worktree add /tmp/v0 HEAD~1 && cmake -S /tmp/v0 -B /tmp/v0/build && cmake --build /tmp/v0/build --target replay_interpose
 #   bench/preload_compare.sh 9 1 meta /tmp/v0/build/libreplay_interpose.so build/libreplay_interpose.so
@@ -16,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if (( $# < 5 )); then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 rounds=$1 ranks=$2 level=$3 a=$(realpath "$4") b=$(realpath "$5")
@@ -29,11 +32,11 @@ mpirun="mpirun -np $ranks --oversubscribe --bind-to none"
 
 run() {  # run PRELOAD|plain: prints rank 0's seconds
   if [[ $1 == plain ]]; then
-    $mpirun "$loop" "$bytes" "$calls"
+    $mpirun "$loop" "$bytes" "$calls" ${EVICT_KB:+"$EVICT_KB"}
   else
     rm -rf "$work/t"
     LD_PRELOAD=$1 REPLAY_DIR=$work/t REPLAY_LEVEL=$level \
-      $mpirun -x LD_PRELOAD -x REPLAY_DIR -x REPLAY_LEVEL "$loop" "$bytes" "$calls"
+      $mpirun -x LD_PRELOAD -x REPLAY_DIR -x REPLAY_LEVEL "$loop" "$bytes" "$calls" ${EVICT_KB:+"$EVICT_KB"}
   fi
 }
 
