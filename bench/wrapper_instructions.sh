@@ -56,7 +56,10 @@ count() {
   if [[ ${COLD:-0} == 1 ]]; then
     rm -rf "$work/t" "$work/cg.out"
     # Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw: the last three are lines from memory.
-    "${pre[@]}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --toggle-collect="$fn" \
+    # The writer thread is held back (a ring that holds every call, no timed
+    # flush), so that its work, which shares the simulated cache, does not
+    # blur the count.
+    "${pre[@]}" REPLAY_RING_KB=8192 REPLAY_FLUSH_MS=1000000 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --toggle-collect="$fn" \
       --cache-sim=yes --LL=1048576,16,64 "$loop" 8 "$cold_calls" 2048 >/dev/null 2>"$work/err" ||
       { cat "$work/err" >&2; exit 1; }
     awk -v n="$cold_calls" '/^(summary|totals):/ {printf " %.1f", ($8 + $9 + $10) / n; exit}' "$work/cg.out"

@@ -87,8 +87,22 @@ inline const MpiAbi& Abi() {
   return __builtin_expect(a != nullptr, 1) ? *a : ResolveAbi();
 }
 
-// The real function behind intercepted `api` (PMPI_<name>), or null.
-void* RealMpi(ApiId api);
+// The MPI functions' ApiIds come first, from 0.
+inline constexpr size_t kMpiApiCount = 0
+#define REPLAY_MPI(name, ...) +1
+#include "mpi_api.def"
+#undef REPLAY_MPI
+    ;
+// Each intercepted function's real one, once looked up (LookUpRealMpi).
+extern std::atomic<void*> g_real_mpi[kMpiApiCount];
+void* LookUpRealMpi(ApiId api);
+// The real function behind intercepted `api` (PMPI_<name>), or null. Inline:
+// a wrapper's first step, without a call of its own.
+inline void* RealMpi(ApiId api) {
+  if (api >= kMpiApiCount) return nullptr;
+  void* p = g_real_mpi[api].load(std::memory_order_acquire);
+  return __builtin_expect(p != nullptr, 1) ? p : LookUpRealMpi(api);
+}
 
 // RedOp for a predefined reduction handle; kCustom for others.
 RedOp OpOf(MPI_Op op);

@@ -280,11 +280,16 @@ std::vector<int32_t> CommMembers(MPI_Comm c, bool remote) {
 uint64_t Handle(MPI_Comm c) { return reinterpret_cast<uint64_t>(c); }
 
 // Registers WORLD and SELF once MPI is initialised (normally from MPI_Init's
-// return; lazily if the recorder came in later).
-void EnsureWorld(Recorder* rec) {
+// return; lazily if the recorder came in later). The check is inline, so
+// that a call after it costs no frame of its own.
+std::atomic<bool> g_world_registered{false};
+void RegisterRecordedWorld(Recorder* rec);
+inline void EnsureWorld(Recorder* rec) {
+  if (__builtin_expect(!g_world_registered.load(std::memory_order_acquire), 0)) RegisterRecordedWorld(rec);
+}
+void RegisterRecordedWorld(Recorder* rec) {
   static std::once_flag once;
-  static std::atomic<bool> done{false};
-  if (__builtin_expect(done.load(std::memory_order_acquire), 1)) return;
+  std::atomic<bool>& done = g_world_registered;
   const MpiAbi& abi = Abi();
   if (rec->comms().Find(Handle(abi.comm_world)) != nullptr) {
     done.store(true, std::memory_order_release);
@@ -575,8 +580,17 @@ void StoreRegion(const CallContext& ctx, const Region& r, MPI_Comm comm, uint64_
   Fingerprinted(ctx, r, comm, ctx.received_policy, payload_hash, payload_size);
 }
 
+void Call::EnterAbort() {
+  op_.count = errorcode;
+  AppendOp();
+  std::string text = "MPI_Abort(errorcode=" + std::to_string(errorcode) + ") called";
+  ErrorEvent e{ErrorSource::kMpi, errorcode, op_.comm};
+  Emit(EventKind::kError, e, call_site_, {}, text);
+  if (rec_ != nullptr) rec_->Close(CloseReason::kAbort);
+  recording_ = false;
+}
+
 void Call::DoEnter() {
-  const MpiAbi& abi = Abi();
   op_.root = root;
   op_.peer = kNoPeer;
   op_.recv_peer = kNoPeer;
@@ -588,6 +602,16 @@ void Call::DoEnter() {
     cs_ = ctx_.comms->Find(Handle(comm));
     if (cs_ != nullptr) op_.comm = cs_->id;
   }
+  // Collectives, the common calls, without the frame the others need.
+  if (shape_ == Shape::kColl) {
+    EnterCollective();
+    return;
+  }
+  EnterByShape();
+}
+
+void Call::EnterByShape() {
+  const MpiAbi& abi = Abi();
   auto describe_send = [&](MPI_Datatype t, int64_t count) {
     const TypeInfo& ti = Types().Get(t);
     op_.dtype = ti.dt;
@@ -609,16 +633,9 @@ void Call::DoEnter() {
     case Shape::kFinalize:
       AppendOp();
       return;
-    case Shape::kAbort: {
-      op_.count = errorcode;
-      AppendOp();
-      std::string text = "MPI_Abort(errorcode=" + std::to_string(errorcode) + ") called";
-      ErrorEvent e{ErrorSource::kMpi, errorcode, op_.comm};
-      Emit(EventKind::kError, e, call_site_, {}, text);
-      if (rec_ != nullptr) rec_->Close(CloseReason::kAbort);
-      recording_ = false;
+    case Shape::kAbort:
+      EnterAbort();
       return;
-    }
     case Shape::kCommNew:
     case Shape::kCommInter:
       if (cs_ != nullptr) op_.seq = cs_->NextCollective();
@@ -797,7 +814,7 @@ void Call::DoEnter() {
       if (reqs != nullptr) saved_req_ = *reqs;
       return;
     case Shape::kColl:
-      EnterCollective();
+      EnterCollective();  // DoEnter calls it first
       return;
     case Shape::kTypeFree:
       if (type_ptr != nullptr) Types().Drop(*type_ptr);
@@ -842,6 +859,30 @@ void Call::LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Re
   ForEachListedCount(a, [&](int64_t count) { t_list.push_back(count); });
 }
 
+// Collectives whose sides are laid out from lists of counts and
+// displacements. Out of line: its arguments would widen every collective's
+// frame.
+void Call::LayListed(const OpShape& shape, const SideArgs& sides, Region& send, Region& recv, int64_t* sent,
+                     bool* sent_from_recv) {
+  const bool inter = cs_ != nullptr && cs_->remote_size > 0;
+  OpArgs a;
+  a.kind = kind_;
+  a.size = cs_ != nullptr ? cs_->size : 0;
+  a.peers = inter ? cs_->remote_size : a.size;
+  a.rank = cs_ != nullptr ? cs_->rank : -1;
+  if (shape.neighbors) NeighborCounts(comm, a.rank, &a.in_peers, &a.out_peers);
+  a.is_root = sides.is_root;
+  a.in_root_group = sides.in_root_group;
+  a.in_place = sides.in_place;
+  a.send_count = scount;
+  a.recv_count = rcount;
+  a.send_counts = scounts;
+  a.recv_counts = rcounts;
+  a.send_displs = sdispls_aint != nullptr ? IntList(sdispls_aint) : IntList(sdispls);
+  a.recv_displs = rdispls_aint != nullptr ? IntList(rdispls_aint) : IntList(rdispls);
+  LayCollective(a, shape, send, recv, sent, sent_from_recv);
+}
+
 void Call::EnterCollective() {
   const OpShape& shape = ShapeOf(kind_);
   const bool inter = cs_ != nullptr && cs_->remote_size > 0;
@@ -865,8 +906,10 @@ void Call::EnterCollective() {
   op_.recv_buf = reinterpret_cast<uint64_t>(rbuf);
 
   // The pieces of memory each side covers; all-to-all-w has a datatype per
-  // peer and displacements in bytes.
-  Region send, recv;
+  // peer and displacements in bytes. What a blocking call receives is laid
+  // out where Leave fingerprints it.
+  Region send;
+  Region& recv = recv_region_;
   int64_t sent = 0;
   bool sent_from_recv = false;
   if (HasOneBlockSides(shape)) {
@@ -882,22 +925,7 @@ void Call::EnterCollective() {
     }
     if (one.receives) recv.Add(rbuf, rcount, rtype);
   } else {
-    OpArgs a;
-    a.kind = kind_;
-    a.size = cs_ != nullptr ? cs_->size : 0;
-    a.peers = inter ? cs_->remote_size : a.size;
-    a.rank = rank;
-    if (shape.neighbors) NeighborCounts(comm, a.rank, &a.in_peers, &a.out_peers);
-    a.is_root = sides.is_root;
-    a.in_root_group = sides.in_root_group;
-    a.in_place = sides.in_place;
-    a.send_count = scount;
-    a.recv_count = rcount;
-    a.send_counts = scounts;
-    a.recv_counts = rcounts;
-    a.send_displs = sdispls_aint != nullptr ? IntList(sdispls_aint) : IntList(sdispls);
-    a.recv_displs = rdispls_aint != nullptr ? IntList(rdispls_aint) : IntList(rdispls);
-    LayCollective(a, shape, send, recv, &sent, &sent_from_recv);
+    LayListed(shape, sides, send, recv, &sent, &sent_from_recv);
   }
   MPI_Datatype send_type = shape.byte_offsets ? nullptr : sent_from_recv ? rtype : stype;
   const int64_t send_count = shape.count_is_call ? scount : sent;
@@ -921,10 +949,11 @@ void Call::EnterCollective() {
   }
   FingerprintSent(ctx_, send, comm, &op_);
   AppendOp();
-  // What completion will fingerprint: now for blocking calls (kept on the
-  // stack), filed with the request for non-blocking ones.
+  // What completion will fingerprint: now for blocking calls (kept in the
+  // call), filed with the request for non-blocking ones.
   if (req != nullptr) {
-    PendingOp p;
+    pending_ = std::make_unique<PendingOp>();
+    PendingOp& p = *pending_;
     p.request_id = op_.request;
     p.api = api_;
     p.kind = kind_;
@@ -936,9 +965,6 @@ void Call::EnterCollective() {
       p.recv_pieces.push_back({reinterpret_cast<uint64_t>(piece.buf), static_cast<uint64_t>(piece.count),
                                reinterpret_cast<uint64_t>(piece.type)});
     });
-    pending_ = std::move(p);
-  } else {
-    recv_region_ = std::move(recv);
   }
 }
 
@@ -1267,6 +1293,14 @@ void Call::NoteReceived(bool wildcard) {
 }
 
 void Call::DoLeave(int rc) {
+  if (shape_ == Shape::kColl) {
+    LeaveCollective(rc);
+    return;
+  }
+  LeaveByShape(rc);
+}
+
+void Call::LeaveByShape(int rc) {
   const MpiAbi& abi = Abi();
   switch (shape_) {
     case Shape::kInit:

@@ -11,7 +11,7 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -217,9 +217,14 @@ class Call {
   // count and fingerprint into ret_; numbered among the source's messages
   // when it asked for any source.
   void NoteReceived(bool wildcard);
+  [[gnu::noinline]] void EnterByShape();  // DoEnter's calls other than collectives
   void EnterCollective();
+  [[gnu::noinline, gnu::cold]] void EnterAbort();
+  [[gnu::noinline]] void LayListed(const OpShape& shape, const SideArgs& sides, Region& send, Region& recv,
+                                   int64_t* sent, bool* sent_from_recv);
   void LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Region& recv, int64_t* sent,
                      bool* sent_from_recv);
+  [[gnu::noinline]] void LeaveByShape(int rc);  // DoLeave's calls other than collectives
   void LeaveCollective(int rc);
   void LeaveCommCreate(int rc);
   void LeaveComplete(int rc);
@@ -236,12 +241,20 @@ class Call {
     if (rec_ != nullptr) {
       rec_->Append(kind, body, site, list, text);
     } else if (ctx_.capture != nullptr) {
-      Event e = Event::Make(body);
-      e.call_site = site;
-      e.list.assign(list.begin(), list.end());
-      e.text.assign(text);
-      ctx_.capture->push_back(std::move(e));
+      Capture(body, site, list, text);
     }
+  }
+  // Out of line: an Event on the stack would widen the frame of every
+  // recording step that may emit one, and spread a recorded call's stack over
+  // more cache lines.
+  template <typename Body>
+  [[gnu::noinline, gnu::cold]] void Capture(const Body& body, uint64_t site, std::span<const int64_t> list,
+                                            std::string_view text) {
+    Event e = Event::Make(body);
+    e.call_site = site;
+    e.list.assign(list.begin(), list.end());
+    e.text.assign(text);
+    ctx_.capture->push_back(std::move(e));
   }
   int ServeOp();
   void Prepare();          // --all: find the recorded call, check the entry
@@ -277,7 +290,9 @@ class Call {
   bool open_ = false;                  // the op is in a record the return completes (Recorder::AppendCall)
   std::vector<Event> emitted_;         // re-run: what recording this call would have written
   Mode mode_ = Mode::kPass;
-  std::optional<ServedCall> served_;   // --all: the recorded call this one is held to
+  // Held apart, so that a call recorded does not spend cache lines on what
+  // only some calls use (bench/README.md "The wrapper with its caches emptied").
+  std::unique_ptr<ServedCall> served_;  // --all: the recorded call this one is held to
   int forced_rc_ = 0;
   CommState* cs_ = nullptr;
   OpEvent op_{};
@@ -288,7 +303,7 @@ class Call {
   MPI_Request saved_req_ = nullptr;   // the request handle before a completion call
   MPI_Comm saved_comm_ = nullptr;     // the communicator a free call names
   Region recv_region_;                // blocking collectives: what Leave fingerprints
-  std::optional<PendingOp> pending_;  // non-blocking collectives: filed at Leave
+  std::unique_ptr<PendingOp> pending_;  // non-blocking collectives: filed at Leave
 };
 
 }  // namespace replay::interpose::mpi

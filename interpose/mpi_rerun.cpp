@@ -669,7 +669,7 @@ int Call::ServeOp() {
     case Shape::kColl: {
       if (req != nullptr) {
         NullRequest(req, true);
-        if (!pending_) pending_.emplace();
+        if (!pending_) pending_ = std::make_unique<PendingOp>();
         pending_->request_id = rec_op.op.request;
         ctx_.requests->Put(reinterpret_cast<uint64_t>(*req), *pending_);
         return rc;
@@ -897,7 +897,7 @@ void Call::Prepare() {
     session_->LeaveRecording(s.status().message());
     return;
   }
-  served_ = std::move(s).value();
+  served_ = std::make_unique<ServedCall>(std::move(s).value());
   session_->NoteServed(*served_->first);
   if (!emitted_.empty() && emitted_[0].kind == EventKind::kOp && served_->first->kind == EventKind::kOp) {
     std::string diff =
@@ -972,7 +972,7 @@ bool Call::Forced() noexcept {
 
 int Call::ForceCall() {
   const MpiAbi& abi = Abi();
-  const bool have = served_.has_value();
+  const bool have = served_ != nullptr;
   using RecvFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status*);
   using IrecvFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
   using WaitFn = int (*)(MPI_Request*, MPI_Status*);
