@@ -49,13 +49,7 @@ const OpName kOps[] = {
     {"ompi_mpi_op_replace", RedOp::kReplace}, {"ompi_mpi_op_no_op", RedOp::kNone},
 };
 constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
-// Each handle beside what it means, the common ones first: a reduction by
-// sum, product, maximum or minimum reads one cache line to be told apart.
-struct OpHandle {
-  void* handle;
-  RedOp op;
-};
-alignas(64) OpHandle g_op_handles[kOpCount];
+static_assert(kOpCount == kPredefinedOps);
 
 MpiAbi Resolve() {
   MpiAbi a;
@@ -76,18 +70,18 @@ MpiAbi Resolve() {
   a.group_null = static_cast<MPI_Group>(Lookup("ompi_mpi_group_null"));
   a.group_empty = static_cast<MPI_Group>(Lookup("ompi_mpi_group_empty"));
   a.op_null = static_cast<MPI_Op>(Lookup("ompi_mpi_op_null"));
-  for (size_t i = 0; i < kOpCount; ++i) g_op_handles[i] = OpHandle{Lookup(kOps[i].symbol), kOps[i].op};
+  for (size_t i = 0; i < kOpCount; ++i) g_mpi.ops[i] = OpHandle{Lookup(kOps[i].symbol), kOps[i].op};
   a.ok = all && a.comm_world != nullptr && a.comm_null != nullptr && a.request_null != nullptr;
   return a;
 }
 
 }  // namespace
 
-std::atomic<const MpiAbi*> g_abi{nullptr};
+MpiState g_mpi;
 
 const MpiAbi& ResolveAbi() {
   static const MpiAbi abi = Resolve();
-  g_abi.store(&abi, std::memory_order_release);
+  g_mpi.abi.store(&abi, std::memory_order_release);
   return abi;
 }
 
@@ -108,8 +102,8 @@ RedOp OpOf(MPI_Op op) {
   if (op == nullptr) return RedOp::kNone;
   Abi();
   for (size_t i = 0; i < kOpCount; ++i) {
-    if (g_op_handles[i].handle != nullptr && g_op_handles[i].handle == static_cast<void*>(op)) {
-      return g_op_handles[i].op;
+    if (g_mpi.ops[i].handle != nullptr && g_mpi.ops[i].handle == static_cast<void*>(op)) {
+      return g_mpi.ops[i].op;
     }
   }
   return RedOp::kCustom;

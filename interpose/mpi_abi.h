@@ -16,6 +16,10 @@
 #include "api.h"
 #include "replay/event.h"
 
+namespace replay {
+class Recorder;
+}  // namespace replay
+
 namespace replay::interpose {
 
 using replay::RedOp;
@@ -78,12 +82,32 @@ struct MpiAbi {
   MPI_Op op_null = nullptr;
 };
 
+// A predefined reduction's handle in this process and what it means.
+struct OpHandle {
+  void* handle;
+  RedOp op;
+};
+inline constexpr size_t kPredefinedOps = 14;
+
+// What a wrapped call reads of the process's MPI state, together: a call made
+// after the program's own work emptied the caches fetches one line for it
+// rather than one per variable (bench/README.md "The wrapper with its caches
+// emptied").
+struct alignas(64) MpiState {
+  std::atomic<const MpiAbi*> abi{nullptr};     // Abi(), once resolved
+  std::atomic<::replay::Recorder*> recording{nullptr};  // where MPI calls are recorded (mpi_record.cpp)
+  std::atomic<bool> world_registered{false};   // WORLD and SELF are in the recorder's table
+  // The predefined reductions (OpOf), the common ones first: sum and
+  // product on this line.
+  OpHandle ops[kPredefinedOps];
+};
+extern MpiState g_mpi;
+
 // The library's entry points, resolved on first use. The check for "already
 // resolved" is inline: every wrapped call asks several times.
 const MpiAbi& ResolveAbi();
-extern std::atomic<const MpiAbi*> g_abi;
 inline const MpiAbi& Abi() {
-  const MpiAbi* a = g_abi.load(std::memory_order_acquire);
+  const MpiAbi* a = g_mpi.abi.load(std::memory_order_acquire);
   return __builtin_expect(a != nullptr, 1) ? *a : ResolveAbi();
 }
 

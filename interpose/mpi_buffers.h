@@ -11,7 +11,7 @@
 
 namespace replay::interpose::mpi {
 
-struct TypeInfo {
+struct alignas(32) TypeInfo {  // within one cache line
   DataType dt = DataType::kUnknown;
   DataType base = DataType::kUnknown;  // NaN counting: the one basic type inside, if any
   uint32_t size = 0;                   // bytes of data per element

@@ -185,10 +185,11 @@ class TypeCache {
   std::mutex mu_;
 };
 
-TypeCache& Types() {
-  static auto* cache = new TypeCache();
-  return *cache;
-}
+// Constant-initialised, so usable from the first call, and at a fixed
+// address: a look-up reads the slot's line and the type's, nothing to get
+// there first.
+constinit TypeCache g_types;
+TypeCache& Types() { return g_types; }
 
 const TypeInfo& TypeOf(MPI_Datatype t) { return Types().Get(t); }
 
@@ -282,14 +283,13 @@ uint64_t Handle(MPI_Comm c) { return reinterpret_cast<uint64_t>(c); }
 // Registers WORLD and SELF once MPI is initialised (normally from MPI_Init's
 // return; lazily if the recorder came in later). The check is inline, so
 // that a call after it costs no frame of its own.
-std::atomic<bool> g_world_registered{false};
 void RegisterRecordedWorld(Recorder* rec);
 inline void EnsureWorld(Recorder* rec) {
-  if (__builtin_expect(!g_world_registered.load(std::memory_order_acquire), 0)) RegisterRecordedWorld(rec);
+  if (__builtin_expect(!g_mpi.world_registered.load(std::memory_order_acquire), 0)) RegisterRecordedWorld(rec);
 }
 void RegisterRecordedWorld(Recorder* rec) {
   static std::once_flag once;
-  std::atomic<bool>& done = g_world_registered;
+  std::atomic<bool>& done = g_mpi.world_registered;
   const MpiAbi& abi = Abi();
   if (rec->comms().Find(Handle(abi.comm_world)) != nullptr) {
     done.store(true, std::memory_order_release);
@@ -411,9 +411,19 @@ MPI_Status* Call::Statuses(MPI_Status* statuses, int n) {
   return statuses_;
 }
 
+// g_mpi.recording: the recorder MPI calls go to, once a call found that this
+// process records (it is not re-run, and its MPI is the one replay was built
+// for). One load then decides for the calls after it; once the recorder stops
+// recording (closed, failed, or a forked child's), the whole decision again.
 Mode Call::Begin() noexcept {
   if (!guard_.outermost()) return Mode::kPass;
   NoteProgramThread();
+  if (Recorder* r = g_mpi.recording.load(std::memory_order_acquire);
+      __builtin_expect(r != nullptr && r->recording(), 1)) {
+    if (Unrecorded(shape_)) return Mode::kPass;
+    rec_ = r;
+    return RecordWith();
+  }
   if (rerun::Active()) {
     session_ = rerun::Get();
     if (session_ == nullptr) return Mode::kPass;
@@ -440,6 +450,11 @@ Mode Call::Begin() noexcept {
     }
     return Mode::kPass;
   }
+  g_mpi.recording.store(rec_, std::memory_order_release);
+  return RecordWith();
+}
+
+Mode Call::RecordWith() {
   ctx_.comms = &rec_->comms();
   ctx_.requests = &rec_->requests();
   ctx_.level = rec_->level();
@@ -480,12 +495,15 @@ void Call::AppendOp() {
   op_.kind = op_.kind == OpKind::kOther ? kind_ : op_.kind;
   op_.flags |= flags;
   if (op_.root == 0 && root < 0) op_.root = -1;
+  // Most ops have no list: the thread's list is not even looked at then.
+  std::span<const int64_t> list;
+  if (listed_) list = t_list;
   if (rec_ != nullptr) {
-    open_ = rec_->AppendCall(op_, call_site_, t_list);
+    open_ = rec_->AppendCall(op_, call_site_, list);
   } else {
-    Emit(EventKind::kOp, op_, call_site_, t_list);
+    Emit(EventKind::kOp, op_, call_site_, list);
   }
-  t_list.clear();
+  if (listed_) t_list.clear();
 }
 
 void Call::AppendReturn(int rc) {
@@ -799,6 +817,7 @@ void Call::EnterByShape() {
       if (BlockingWait()) {
         // A rank blocked in a wait shows which requests it waits for.
         t_list.clear();
+        listed_ = true;
         for (MPI_Request r : t_saved) {
           if (r == abi.request_null) continue;
           if (auto p = ctx_.requests->Get(reinterpret_cast<uint64_t>(r))) {
@@ -856,6 +875,8 @@ void Call::LayCollective(const OpArgs& a, const OpShape& shape, Region& send, Re
     }
     (b.side == Side::kSend ? send : recv).Add(at, b.count, t);
   });
+  t_list.clear();
+  listed_ = true;
   ForEachListedCount(a, [&](int64_t count) { t_list.push_back(count); });
 }
 

@@ -211,6 +211,7 @@ class Call {
   MPI_Info info = nullptr;
 
  private:
+  Mode RecordWith();  // Begin, recording with rec_
   void DoEnter();
   void DoLeave(int rc);
   // A receive that matched a message (status_ says which): its source, tag,
@@ -288,6 +289,7 @@ class Call {
   CallContext ctx_;
   bool recording_ = false;
   bool open_ = false;                  // the op is in a record the return completes (Recorder::AppendCall)
+  bool listed_ = false;                // the op's list is in the thread's t_list (AppendOp)
   std::vector<Event> emitted_;         // re-run: what recording this call would have written
   Mode mode_ = Mode::kPass;
   // Held apart, so that a call recorded does not spend cache lines on what

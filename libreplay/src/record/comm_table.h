@@ -21,7 +21,7 @@
 
 namespace replay {
 
-struct CommState {
+struct alignas(64) CommState {  // what a call reads and counts, on its first cache line
   uint64_t handle = 0;     // process-local handle value
   uint64_t id = 0;         // job-wide identity
   int32_t size = 0;        // local group size

@@ -53,9 +53,8 @@ void Recorder::SetApiNames(std::vector<std::string> names) {
   g_api_names = new std::vector<std::string>(std::move(names));
 }
 
-Recorder* Recorder::Get() {
-  Recorder* r = active_.load(std::memory_order_acquire);
-  if (__builtin_expect(r != nullptr, 1)) return r;
+Recorder* Recorder::GetSlow() {
+  if (Recorder* r = active_.load(std::memory_order_acquire)) return r;
   if (g_state.load(std::memory_order_acquire) == 2) return nullptr;
   return Activate();
 }

@@ -47,7 +47,11 @@ class Recorder {
 
   // The recorder, activating it on first use. Null when recording is disabled
   // (REPLAY_DISABLE=1, a forked child, a failure to start) and after Close.
-  static Recorder* Get();
+  // Inline: every recorded call asks.
+  static Recorder* Get() {
+    Recorder* r = active_.load(std::memory_order_acquire);
+    return __builtin_expect(r != nullptr, 1) ? r : GetSlow();
+  }
   // The recorder if already active; never activates.
   static Recorder* Peek() { return active_.load(std::memory_order_acquire); }
   // The recorder for a call about to be recorded: Get(), or null when there
@@ -137,6 +141,7 @@ class Recorder {
 
  private:
   Recorder() = default;
+  static Recorder* GetSlow();
   static Recorder* Activate();
   Status Start();
 

@@ -25,7 +25,8 @@ namespace replay {
 // when it appended nothing (recording is off, the thread's first record, a
 // slot without room at once): the caller then appends the op, and later the
 // return, as records of their own.
-inline bool AppendCall(TraceWriter& w, const OpEvent& op, uint64_t call_site, std::span<const int64_t> list) {
+[[gnu::always_inline]] inline bool AppendCall(TraceWriter& w, const OpEvent& op, uint64_t call_site,
+                                              std::span<const int64_t> list) {
   if (__builtin_expect(!w.recording(), 0)) return false;
   ThreadSlot& t = t_thread_slot;
   if (__builtin_expect(t.generation != w.generation() || t.slot == nullptr, 0)) return false;
@@ -38,7 +39,7 @@ inline bool AppendCall(TraceWriter& w, const OpEvent& op, uint64_t call_site, st
 // the record was closed meanwhile (another record of the thread came between,
 // or the writer was replaced): the caller appends the return as a record of
 // its own.
-inline bool CompleteCall(TraceWriter& w, const ReturnEvent& ret) {
+[[gnu::always_inline]] inline bool CompleteCall(TraceWriter& w, const ReturnEvent& ret) {
   ThreadSlot& t = t_thread_slot;
   if (__builtin_expect(t.open == nullptr || t.generation != w.generation(), 0)) return false;
   w.ring()->Complete(t.open, ret);
