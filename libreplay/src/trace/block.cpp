@@ -69,8 +69,13 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
     n += pad;
   }
   if (ZSTD_isError(n) || (n >= raw.size() && sizeof(format::BlockHeader) + raw.size() >= min_bytes)) {
-    // Incompressible (or a codec failure): store as is; the checksum still covers it.
-    stored = raw.data();
+    // Incompressible (or a codec failure): store as is; the checksum still
+    // covers it. From one copy taken now: the caller's bytes may change as
+    // they are read (a window's memory under another rank's put), and the
+    // checksum must be of exactly the bytes written.
+    if (scratch_.size() < raw.size()) scratch_.resize(raw.size());
+    std::memcpy(scratch_.data(), raw.data(), raw.size());
+    stored = reinterpret_cast<const uint8_t*>(scratch_.data());
     n = raw.size();
     codec = format::Codec::kNone;
   }
