@@ -74,7 +74,7 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
     // they are read (a window's memory under another rank's put), and the
     // checksum must be of exactly the bytes written.
     if (scratch_.size() < raw.size()) scratch_.resize(raw.size());
-    std::memcpy(scratch_.data(), raw.data(), raw.size());
+    if (!raw.empty()) std::memcpy(scratch_.data(), raw.data(), raw.size());
     stored = reinterpret_cast<const uint8_t*>(scratch_.data());
     n = raw.size();
     codec = format::Codec::kNone;
