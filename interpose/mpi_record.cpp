@@ -832,8 +832,7 @@ void Call::EnterByShape() {
     case Shape::kRequestFree:
       if (reqs != nullptr) saved_req_ = *reqs;
       return;
-    case Shape::kColl:
-      EnterCollective();  // DoEnter calls it first
+    case Shape::kColl:  // DoEnter's own, before this switch
       return;
     case Shape::kTypeFree:
       if (type_ptr != nullptr) Types().Drop(*type_ptr);
@@ -1425,8 +1424,7 @@ void Call::LeaveByShape(int rc) {
         ctx_.requests->Complete(reinterpret_cast<uint64_t>(saved_req_), /*free_persistent=*/true);
       }
       return;
-    case Shape::kColl:
-      LeaveCollective(rc);
+    case Shape::kColl:  // DoLeave's own, before this switch
       return;
     case Shape::kTypeFree:
     case Shape::kQuery:

@@ -173,17 +173,16 @@ class TraceWriter {
   Status CloseLocked(CloseReason reason);
 
   struct State;
-  // What every append reads, first, on one cache line.
-  std::atomic<bool> recording_{false};
-  uint64_t generation_ = 0;
-  std::unique_ptr<Ring> ring_;  // from Start on; destroyed after state_
   WriterOptions options_;
   std::string rank_dir_;
+  std::unique_ptr<Ring> ring_;  // from Start on; destroyed after state_
   std::unique_ptr<State> state_;
+  std::atomic<bool> recording_{false};
   std::atomic<bool> closed_{false};
   std::atomic<int32_t> signal_close_{0};  // 1 + CloseReason asked for, 0 if none
   std::atomic_flag signal_slot_busy_ = ATOMIC_FLAG_INIT;
   SlotHeader* signal_slot_ = nullptr;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace replay

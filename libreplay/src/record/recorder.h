@@ -146,11 +146,11 @@ class Recorder {
   Status Start();
 
   static std::atomic<Recorder*> active_;
-  // What every recorded call reads, first, on one cache line.
-  std::unique_ptr<TraceWriter> writer_;
+  Settings settings_;
   Level level_ = Level::kHash;
   FingerprintPolicy fingerprint_policy_;
   FingerprintPolicy received_policy_;
+  std::unique_ptr<TraceWriter> writer_;
   CommTable comms_;
   RequestTable requests_;
   std::atomic<bool> finalized_{false};
@@ -160,7 +160,6 @@ class Recorder {
   int world_from_ = 0;
   int32_t nccl_world_size_ = 0;
   std::atomic<bool> closed_{false};
-  Settings settings_;
 };
 
 }  // namespace replay

@@ -138,10 +138,8 @@ void Ring::AbandonAfterFork() {
 SlotHeader* Ring::Claim(uint32_t thread, int64_t tid) {
   auto take = [&](SlotHeader* s) {
     s->thread = thread;
-    s->owner_thread = thread;
     s->tid = tid;
     s->dropping = 0;
-    s->drop_pending = s->dropped.load(std::memory_order_relaxed) != s->drop_noted.load(std::memory_order_relaxed);
     s->tail_seen = s->tail.load(std::memory_order_acquire);
     return s;
   };
@@ -240,7 +238,6 @@ bool Ring::AppendSlow(SlotHeader* slot, EventKind kind, const void* body, size_t
                        slot->drop_noted.load(std::memory_order_relaxed);
     // The first record after a loss reports it, so that no drop is ever silent.
     if (fits(need + (pending != 0 ? drop_need + 8 : 0))) {
-      slot->drop_pending = 0;
       if (pending != 0) {
         slot->drop_noted.fetch_add(pending, std::memory_order_relaxed);
         DropEvent d{pending};
@@ -270,7 +267,6 @@ bool Ring::AppendSlow(SlotHeader* slot, EventKind kind, const void* body, size_t
     }
   }
   slot->dropped.fetch_add(1, std::memory_order_relaxed);
-  slot->drop_pending = 1;
   return false;
 }
 

@@ -84,27 +84,23 @@ struct SlotHeader {
   uint32_t thread;                          // per-rank thread number of the owner
   int64_t tid;                              // kernel thread id of the owner
   alignas(64) std::atomic<uint64_t> head;   // bytes published by the owner
-  // Owner-private from here to `tail`: the line an append writes `head` to
-  // anyway, so that the append reads no other line of the slot's header.
-  uint32_t owner_thread;                    // `thread`, for the records' headers
-  uint32_t dropping;                        // drop without waiting until drained
-  // `tail` as the owner last read it. The writer stores `tail` once per
-  // drain; appends compare against this copy and read `tail` again only when
-  // the copy says the slot is full (or past half full), so most appends
-  // never wait for that line to come back from the writer's core.
-  uint64_t tail_seen;
-  // The file grows with use, so that a small disk keeps what fits instead of
-  // losing it all to space reserved up front: a record may end at `limit` (8
-  // bytes short of what is reserved on disk, so that a pad always fits after
-  // it; UINT64_MAX once the whole slot is reserved), and records go round at
-  // `wrap_at`: the capacity, or `limit` while the disk has no room to grow
-  // the slot, which then records in what it has.
-  uint64_t limit;
-  uint64_t wrap_at;
-  uint32_t drop_pending;                    // 1 while `dropped` is ahead of `drop_noted`
   alignas(64) std::atomic<uint64_t> tail;   // bytes the writer has made durable
   alignas(64) std::atomic<uint64_t> dropped;   // records the owner had to drop (ring full)
   std::atomic<uint64_t> drop_noted;            // of those, how many a Drop record reports
+  uint32_t dropping;                           // owner-private: drop without waiting until drained
+  // Owner-private: `tail` as the owner last read it. The writer stores `tail`
+  // once per drain; appends compare against this copy and read `tail` again
+  // only when the copy says the slot is full (or past half full), so most
+  // appends never wait for that line to come back from the writer's core.
+  uint64_t tail_seen;
+  // Owner-private. The file grows with use, so that a small disk keeps what
+  // fits instead of losing it all to space reserved up front: a record may
+  // end at `limit` (8 bytes short of what is reserved on disk, so that a pad
+  // always fits after it; UINT64_MAX once the whole slot is reserved), and
+  // records go round at `wrap_at`: the capacity, or `limit` while the disk
+  // has no room to grow the slot, which then records in what it has.
+  uint64_t limit;
+  uint64_t wrap_at;
 };
 static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
 
@@ -366,7 +362,10 @@ class Ring {
         }
       }
     }
-    if (__builtin_expect(head + pad + need - tail > capacity_ || slot->drop_pending != 0, 0)) {
+    if (__builtin_expect(head + pad + need - tail > capacity_ ||
+                             slot->dropped.load(std::memory_order_relaxed) !=
+                                 slot->drop_noted.load(std::memory_order_relaxed),
+                         0)) {
       return Place::kSlow;
     }
     if (pad != 0) {
@@ -390,7 +389,7 @@ class Ring {
     h->size = static_cast<uint32_t>(need);
     h->kind = static_cast<uint16_t>(kind);
     h->flags = flags;
-    h->thread = slot->owner_thread;
+    h->thread = slot->thread;
     h->list_count = list_count;
     h->text_size = text_size;
     h->reserved = 0;
@@ -444,17 +443,16 @@ class Ring {
   // as unrecorded, and grow_error() says why. Returns false.
   bool NoRoom();
 
-  // What every append reads, first, on one cache line.
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  size_t map_bytes_ = 0;
   RingHeader* header_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
+  size_t slot_bytes_ = 0;
   bool tsc_ = false;
   bool prefetch_write_ = false;  // the CPU has a prefetch for writing (HavePrefetchWrite)
-  uint8_t* base_ = nullptr;
-  size_t slot_bytes_ = 0;
-  std::string path_;
-  int fd_ = -1;
-  size_t map_bytes_ = 0;
   int64_t full_wait_ns_ = 0;
   std::mutex grow_mu_;               // serialises file growth in Claim
   std::atomic<uint32_t> work_{0};    // futex word: 1 when the writer was asked to drain

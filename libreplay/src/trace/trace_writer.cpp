@@ -644,7 +644,7 @@ bool TraceWriter::AppendFromSignal(EventKind kind, const void* body, size_t body
   if (signal_slot_busy_.test_and_set(std::memory_order_acquire)) return false;
   // Attribute the signal to the thread it interrupted, when that thread records.
   const SlotHeader* own = CachedSlot(generation_);
-  signal_slot_->thread = signal_slot_->owner_thread = own != nullptr ? own->thread : UINT32_MAX;
+  signal_slot_->thread = own != nullptr ? own->thread : UINT32_MAX;
   bool ok = ring_->AppendRecord(signal_slot_, kind, body, body_size, nullptr, 0, nullptr, 0, 0);
   signal_slot_busy_.clear(std::memory_order_release);
   return ok;
