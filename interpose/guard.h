@@ -8,13 +8,13 @@
 
 namespace replay::interpose {
 
-extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
+extern constinit thread_local int t_depth __attribute__((tls_model("initial-exec")));
 
 // Whether this thread is one of the program's: the process's first thread, or
 // one that has made a communication call the recorder sees. Clock reads are
 // recorded and served only on these, not on the threads MPI and other
 // libraries run for themselves (an event loop reads the clock at every turn).
-extern thread_local signed char t_program_thread __attribute__((tls_model("initial-exec")));
+extern constinit thread_local signed char t_program_thread __attribute__((tls_model("initial-exec")));
 bool IsMainThread();
 inline bool ProgramThread() {
   if (__builtin_expect(t_program_thread < 0, 0)) t_program_thread = IsMainThread() ? 1 : 0;
@@ -25,7 +25,7 @@ inline void NoteProgramThread() { t_program_thread = 1; }
 // Set while the calling thread is inside NCCL launching a group's work, as
 // NCCL's profiler events say (nccl_profiler.h): the CUDA calls made there are
 // NCCL's own, not the application's, and only its kernel launches count.
-extern thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec")));
+extern constinit thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec")));
 
 class Guard {
  public:

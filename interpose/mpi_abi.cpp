@@ -98,7 +98,7 @@ void* LookUpRealMpi(ApiId api) {
   return p;
 }
 
-RedOp OpOf(MPI_Op op) {
+RedOp LookUpOp(MPI_Op op) {
   if (op == nullptr) return RedOp::kNone;
   Abi();
   for (size_t i = 0; i < kOpCount; ++i) {

@@ -128,7 +128,12 @@ inline void* RealMpi(ApiId api) {
   return __builtin_expect(p != nullptr, 1) ? p : LookUpRealMpi(api);
 }
 
-// RedOp for a predefined reduction handle; kCustom for others.
-RedOp OpOf(MPI_Op op);
+// RedOp for a predefined reduction handle; kCustom for others. The first
+// entry, sum, is checked inline.
+RedOp LookUpOp(MPI_Op op);
+inline RedOp OpOf(MPI_Op op) {
+  if (op != nullptr && g_mpi.ops[0].handle == static_cast<void*>(op)) return g_mpi.ops[0].op;
+  return LookUpOp(op);
+}
 
 }  // namespace replay::interpose

@@ -32,11 +32,11 @@
 
 namespace replay::interpose {
 
-thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
-thread_local signed char t_program_thread __attribute__((tls_model("initial-exec"))) = -1;
+constinit thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+constinit thread_local signed char t_program_thread __attribute__((tls_model("initial-exec"))) = -1;
 
 bool IsMainThread() { return syscall(SYS_gettid) == getpid(); }
-thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local const void* t_nccl_launch __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 

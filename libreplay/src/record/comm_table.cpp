@@ -9,13 +9,6 @@ namespace {
 
 uint64_t HashStr(const char* s) { return Hash64(s, std::strlen(s)); }
 
-uint64_t Mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return h;
-}
-
 }  // namespace
 
 uint64_t WorldCommId() { return HashStr("replay.comm.world"); }
@@ -36,8 +29,6 @@ uint64_t MemberSetCommId(uint64_t parent, const std::vector<int32_t>& sorted_mem
 
 CommTable::CommTable() : buckets_(new Bucket[kBuckets]) {}
 CommTable::~CommTable() = default;
-
-size_t CommTable::Slot(uint64_t handle) const { return Mix(handle) & (kBuckets - 1); }
 
 CommState* CommTable::Insert(uint64_t handle, uint64_t id, int32_t size, int32_t rank,
                              std::vector<int32_t> members, int32_t remote_size) {
@@ -77,20 +68,6 @@ CommState* CommTable::Insert(uint64_t handle, uint64_t id, int32_t size, int32_t
   return raw;  // table full: the communicator is still recorded, calls on it are not numbered
 }
 
-CommState* CommTable::Find(uint64_t handle) const {
-  size_t start = Slot(handle);
-  for (size_t i = 0; i < kBuckets; ++i) {
-    const Bucket& b = buckets_[(start + i) & (kBuckets - 1)];
-    uint64_t h = b.handle.load(std::memory_order_acquire);
-    if (h == handle) {
-      CommState* s = b.state.load(std::memory_order_acquire);
-      if (s != nullptr) return s;
-      continue;  // removed; a later slot may hold a re-insertion
-    }
-    if (h == 0) return nullptr;
-  }
-  return nullptr;
-}
 
 void CommTable::Remove(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);

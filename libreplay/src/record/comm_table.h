@@ -69,8 +69,22 @@ class CommTable {
   // Registers a communicator; replaces any state with the same handle.
   CommState* Insert(uint64_t handle, uint64_t id, int32_t size, int32_t rank,
                     std::vector<int32_t> members, int32_t remote_size = 0);
-  // Lock-free; null when unknown.
-  CommState* Find(uint64_t handle) const;
+  // Lock-free; null when unknown. Inline: every recorded call looks its
+  // communicator up.
+  CommState* Find(uint64_t handle) const {
+    size_t start = Slot(handle);
+    for (size_t i = 0; i < kBuckets; ++i) {
+      const Bucket& b = buckets_[(start + i) & (kBuckets - 1)];
+      uint64_t h = b.handle.load(std::memory_order_acquire);
+      if (h == handle) {
+        CommState* s = b.state.load(std::memory_order_acquire);
+        if (s != nullptr) return s;
+        continue;  // removed; a later slot may hold a re-insertion
+      }
+      if (h == 0) return nullptr;
+    }
+    return nullptr;
+  }
   void Remove(uint64_t handle);
 
  private:
@@ -79,7 +93,13 @@ class CommTable {
     std::atomic<uint64_t> handle{0};
     std::atomic<CommState*> state{nullptr};
   };
-  size_t Slot(uint64_t handle) const;
+  static size_t Slot(uint64_t handle) {
+    uint64_t h = handle;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h & (kBuckets - 1);
+  }
 
   std::unique_ptr<Bucket[]> buckets_;
   std::mutex mu_;

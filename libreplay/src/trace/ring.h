@@ -414,7 +414,13 @@ class Ring {
     // stores (measured in bench/README.md). A hint: never faults.
     if (__builtin_expect(prefetch_write_, 1)) {
       const uint8_t* base = Data(slot);
-      for (uint64_t k = 0; k < kPrefetchBytes; k += 64) PrefetchForWrite(base + ((new_head + k) & mask_));
+      const uint64_t pos = new_head & mask_;
+      if (__builtin_expect(pos + kPrefetchBytes <= capacity_, 1)) {
+#pragma GCC unroll 8
+        for (uint64_t k = 0; k < kPrefetchBytes; k += 64) PrefetchForWrite(base + pos + k);
+      } else {
+        for (uint64_t k = 0; k < kPrefetchBytes; k += 64) PrefetchForWrite(base + ((pos + k) & mask_));
+      }
     }
   }
   static constexpr uint64_t kPrefetchBytes = 384;  // about the next call's record

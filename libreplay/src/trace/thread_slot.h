@@ -23,7 +23,7 @@ struct ThreadSlot {
   // record of its own, after what came between.
   RecordHeader* open = nullptr;
 };
-extern thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
+extern constinit thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
 
 // The calling thread's slot in the ring of the writer of `generation`; null
 // when it has none there yet.

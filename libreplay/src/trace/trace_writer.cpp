@@ -26,7 +26,7 @@
 
 namespace replay {
 
-thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadSlot t_thread_slot __attribute__((tls_model("initial-exec")));
 
 namespace {
 
