@@ -129,10 +129,14 @@ inline void* RealMpi(ApiId api) {
 }
 
 // RedOp for a predefined reduction handle; kCustom for others. The first
-// entry, sum, is checked inline.
+// entry, sum, is checked inline once the handles are known (Abi() publishes
+// them); LookUpOp resolves them and checks the rest.
 RedOp LookUpOp(MPI_Op op);
 inline RedOp OpOf(MPI_Op op) {
-  if (op != nullptr && g_mpi.ops[0].handle == static_cast<void*>(op)) return g_mpi.ops[0].op;
+  if (__builtin_expect(g_mpi.abi.load(std::memory_order_acquire) != nullptr, 1) && op != nullptr &&
+      g_mpi.ops[0].handle == static_cast<void*>(op)) {
+    return g_mpi.ops[0].op;
+  }
   return LookUpOp(op);
 }
 
