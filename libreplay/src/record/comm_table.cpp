@@ -68,7 +68,6 @@ CommState* CommTable::Insert(uint64_t handle, uint64_t id, int32_t size, int32_t
   return raw;  // table full: the communicator is still recorded, calls on it are not numbered
 }
 
-
 void CommTable::Remove(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t start = Slot(handle);
