@@ -6,8 +6,8 @@
 // an events stream with one uncompressed block (so mutations reach Cap'n Proto
 // directly), and the short form of a ring left unclosed, as a crash leaves it.
 // tests/fuzz/corpus/ holds this program's output; rerun it when the format changes.
-// The corpus also keeps the events seeds of format epoch 2 (*-epoch2), written
-// by that epoch's writer, since readers still read it.
+// The corpus also keeps the events seeds of format epochs 2 and 3 (*-epoch2,
+// *-epoch3), written by those epochs' writers, since readers still read them.
 #include <cstdio>
 #include <filesystem>
 #include <string>

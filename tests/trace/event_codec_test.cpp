@@ -8,10 +8,12 @@
 
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include "support/sample_events.h"
 #include "support/temp_dir.h"
 #include "trace/format.h"
+#include "trace/packed_records.h"
 #include "trace/trace.capnp.h"
 
 namespace replay {
@@ -260,16 +262,19 @@ TEST_CASE("a time column that does not match the events is a corruption", "[trac
   CHECK(st.code() == Status::Code::kCorruption);
 }
 
-TEST_CASE("an epoch 2 block written by the epoch 2 encoder still decodes", "[trace]") {
-  std::string raw = testing::ReadFile(std::string(REPLAY_SOURCE_DIR) + "/tests/trace/testdata/epoch2-event-block");
-  REQUIRE(!raw.empty());
-  std::vector<Event> out;
-  REQUIRE(DecodeEventBlock(Bytes(raw), &out).ok());
-  std::vector<Event> want = testing::Epoch2FixtureEvents();
-  REQUIRE(out.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("event " << i << ", kind " << EventKindName(want[i].kind));
-    CHECK(out[i] == want[i]);
+TEST_CASE("event blocks written by the epoch 2 and epoch 3 encoders still decode", "[trace]") {
+  for (const char* name : {"epoch2-event-block", "epoch3-event-block"}) {
+    INFO(name);
+    std::string raw = testing::ReadFile(std::string(REPLAY_SOURCE_DIR) + "/tests/trace/testdata/" + name);
+    REQUIRE(!raw.empty());
+    std::vector<Event> out;
+    REQUIRE(DecodeEventBlock(Bytes(raw), &out).ok());
+    std::vector<Event> want = testing::Epoch2FixtureEvents();
+    REQUIRE(out.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("event " << i << ", kind " << EventKindName(want[i].kind));
+      CHECK(out[i] == want[i]);
+    }
   }
 }
 
@@ -456,9 +461,26 @@ TEST_CASE("the fingerprint column holds the hashes flags announce, and a hash wi
   const uint64_t want[] = {0xa000, 0xb000, 0xb001, 0xa002, 0xb002, 0xb003, 0xc000};
   REQUIRE(fp.size() == std::size(want));
   for (unsigned i = 0; i < fp.size(); ++i) CHECK(fp[i] == want[i]);
-  CHECK(block.getOps()[0].getSendHash() == 0);
-  CHECK(block.getOps()[1].getSendHash() == 0xa001);
-  CHECK(block.getCompletions()[0].getRecvHash() == 0xc001);
+  // The packed records hold 0 where the column holds the hash, and the hash
+  // itself where no flag announces it.
+  CHECK(block.getOps().size() == 0);
+  auto ops = block.getPackedOps();
+  packed::Unpacker<OpEvent> u;
+  REQUIRE(u.Start({ops.begin(), ops.size()}) == nullptr);
+  Event e;
+  OpEvent op{};
+  REQUIRE(u.Next(&e, &op) == nullptr);
+  CHECK(op.send_hash == 0);
+  REQUIRE(u.Next(&e, &op) == nullptr);
+  CHECK(op.send_hash == 0xa001);
+  auto completions = block.getPackedCompletions();
+  packed::Unpacker<CompletionEvent> uc;
+  REQUIRE(uc.Start({completions.begin(), completions.size()}) == nullptr);
+  CompletionEvent c{};
+  REQUIRE(uc.Next(&e, &c) == nullptr);
+  CHECK(c.recv_hash == 0xc001);
+  CHECK(c.send_hash == 0);
+  CHECK(uc.done());
   CHECK(RoundTrip(in) == in);
 }
 
@@ -549,6 +571,211 @@ TEST_CASE("damaged bytes anywhere in an event block are a status, never a crash"
     }
   }
   CHECK(corrupt > 0);
+}
+
+// The packed records of a block as the encoder wrote them.
+std::string PackedColumn(const std::string& raw, EventKind kind) {
+  std::vector<capnp::word> words(raw.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), raw.data(), raw.size());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+  auto block = reader.getRoot<schema::EventBlock>();
+  auto d = kind == EventKind::kOp       ? block.getPackedOps()
+           : kind == EventKind::kReturn ? block.getPackedRets()
+                                        : block.getPackedCompletions();
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+
+TEST_CASE("a call repeated at one call site packs into one byte for its op and one for its return", "[trace]") {
+  std::vector<Event> in;
+  for (int i = 0; i < 100; ++i) {
+    Event op = testing::AllreduceOp(7, 1000 + i, 8, 0xa000 + i);
+    op.index = in.size();
+    op.call_site = 0x401234;
+    op.thread = 2;
+    in.push_back(op);
+    Event ret = Ret(7, 1000 + i, 0xb000 + i);
+    ret.ret.flags = op_flags::kHasRecvHash;
+    ret.index = in.size();
+    ret.call_site = 0x401234;
+    ret.thread = 2;
+    in.push_back(ret);
+  }
+  std::string raw = Encode(in);
+  for (EventKind kind : {EventKind::kOp, EventKind::kReturn}) {
+    INFO(EventKindName(kind));
+    std::string column = PackedColumn(raw, kind);
+    // The field count, the first record, the second (its seq relative to the
+    // first's, which was relative to none), then 98 masks of 0.
+    REQUIRE(column.size() > 98);
+    CHECK(column.substr(column.size() - 98) == std::string(98, '\0'));
+    CHECK(column.size() < 98 + 48);
+  }
+  CHECK(RoundTrip(in) == in);
+}
+
+TEST_CASE("packed records number fields in the order docs/trace-format.md gives", "[trace]") {
+  // Changing an order here changes the format: fields are only added at the end.
+  const std::vector<std::string> op = {
+      "api",      "kind",     "flags",     "comm",      "seq",       "peer_seq",  "count",
+      "dtype",    "redop",    "dtype_size", "dtype_sig", "root",     "peer",      "tag",
+      "group",    "send_buf", "recv_buf",  "stream",    "request",   "bytes",     "send_hash",
+      "send_nan", "send_inf", "recv_peer", "recv_tag",  "recv_count", "recv_dtype", "recv_dtype_size"};
+  const std::vector<std::string> ret = {"api",      "flags",      "rc",        "comm",       "seq",
+                                        "peer_seq", "request",    "recv_hash", "recv_nan",   "recv_inf",
+                                        "source",   "tag",        "recv_count", "payload_hash", "payload_size"};
+  const std::vector<std::string> completion = {
+      "request",  "api",    "flags", "rc",         "comm",         "seq",          "peer_seq",
+      "recv_hash", "recv_nan", "recv_inf", "source", "tag", "recv_count", "payload_hash", "payload_size",
+      "cancelled", "send_hash", "send_nan", "send_inf"};
+  auto names = [](const auto& fields) { return std::vector<std::string>(std::begin(fields), std::end(fields)); };
+  CHECK(names(packed::Fields<OpEvent>::kNames) == op);
+  CHECK(names(packed::Fields<ReturnEvent>::kNames) == ret);
+  CHECK(names(packed::Fields<CompletionEvent>::kNames) == completion);
+}
+
+TEST_CASE("packed records round-trip calls that vary field by field across call sites and threads", "[trace]") {
+  std::mt19937_64 rng(42);
+  std::vector<Event> in;
+  const uint64_t sites[] = {0, 0x401000, 0x401040, 0x7fff00001000, 0x401000 + 64 * 0x9E3779B97F4A7C15ull};
+  for (int i = 0; i < 3000; ++i) {
+    auto pick = [&](uint64_t n) { return rng() % n; };
+    Event e;
+    const uint64_t comm = 1 + pick(3);
+    const uint64_t seq = 1 + static_cast<uint64_t>(i) / 3;
+    switch (pick(3)) {
+      case 0: {
+        e = testing::AllreduceOp(comm, seq, 1 + static_cast<int64_t>(pick(4)), rng());
+        if (pick(4) == 0) e.op.flags = 0;
+        if (pick(5) == 0) e.op.kind = OpKind::kAllgatherv;
+        if (pick(5) == 0) e.op.send_buf += pick(3) * 0x1000;
+        if (pick(7) == 0) e.op.recv_peer = -3;
+        if (pick(6) == 0) e.op.root = static_cast<int32_t>(pick(4)) - 2;
+        if (pick(9) == 0) e.op.dtype = static_cast<DataType>(pick(5));
+        if (pick(4) == 0) e.list = {static_cast<int64_t>(pick(100)) - 50, INT64_MIN, INT64_MAX};
+        break;
+      }
+      case 1: {
+        e = Ret(comm, seq, rng());
+        if (pick(2) == 0) e.ret.flags = op_flags::kHasRecvHash;
+        if (pick(5) == 0) e.ret.rc = static_cast<int32_t>(pick(3)) - 1;
+        if (pick(5) == 0) e.ret.source = static_cast<int32_t>(pick(4));
+        e.ret.payload_size = pick(3) == 0 ? rng() : 0;
+        break;
+      }
+      default: {
+        e = Completion(comm, pick(2) == 0 ? 0 : seq, rng());
+        if (pick(2) == 0) e.completion.cancelled = true;
+        if (pick(2) == 0) {
+          e.completion.flags = op_flags::kHasSendHash;
+          e.completion.send_hash = rng();
+        }
+        break;
+      }
+    }
+    e.index = in.size();
+    e.time_ns = i * 10;
+    e.thread = static_cast<uint32_t>(pick(3) == 0 ? UINT32_MAX - pick(2) : pick(3));
+    e.call_site = sites[pick(std::size(sites))];
+    in.push_back(e);
+  }
+  std::vector<Event> out = RoundTrip(in);
+  REQUIRE(out.size() == in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    INFO("event " << i);
+    REQUIRE(out[i] == in[i]);
+  }
+}
+
+// A block of two ops (kinds OP, CUDA, OP) whose packed column is `column`.
+Status DecodePacked(const std::string& column, std::vector<Event>* out,
+                    const std::function<void(schema::EventBlock::Builder)>& more = {}) {
+  return DecodeBuilt(
+      [&](schema::EventBlock::Builder b) {
+        SmallBlock(b);
+        b.disownOps();
+        b.initFingerprints(0);
+        auto d = b.initPackedOps(static_cast<unsigned>(column.size()));
+        std::memcpy(d.begin(), column.data(), column.size());
+        if (more) more(b);
+      },
+      out);
+}
+
+std::string Varints(std::initializer_list<uint64_t> values) {
+  std::string s;
+  for (uint64_t v : values) {
+    uint8_t buf[packed::kMaxVarint];
+    uint8_t* end = packed::PutVarint(buf, v);
+    s.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(end - buf));
+  }
+  return s;
+}
+
+constexpr uint64_t FieldBit(unsigned i) { return uint64_t{1} << (packed::kHeadBits + i); }
+
+TEST_CASE("a packed column of more or fewer fields than this reader knows still reads", "[trace]") {
+  using packed::ZigZag;
+  const uint64_t comm_field = 3, seq_field = 4;
+  SECTION("a newer writer's fields are read past") {
+    const uint64_t n = packed::Fields<OpEvent>::kCount + 2;
+    const std::string column =
+        Varints({n, FieldBit(comm_field) | FieldBit(seq_field) | FieldBit(n - 1), ZigZag(0xc), ZigZag(4), 77,
+                 FieldBit(n - 2), 1u << 20});
+    std::vector<Event> out;
+    REQUIRE(DecodePacked(column, &out).ok());
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].op.comm == 0xc);
+    CHECK(out[0].op.seq == 4);
+    CHECK(out[2].op.comm == 0xc);
+    CHECK(out[2].op.seq == 8);  // the reference's stored 4, relative to the last 4
+  }
+  SECTION("an older writer's fields read as the reference's") {
+    const std::string column = Varints({5, FieldBit(comm_field) | FieldBit(seq_field) | packed::kThreadBit, ZigZag(9),
+                                        ZigZag(0xc), ZigZag(1), 0});
+    std::vector<Event> out;
+    REQUIRE(DecodePacked(column, &out).ok());
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].thread == 9);
+    CHECK(out[2].thread == 9);
+    CHECK(out[2].op.comm == 0xc);
+    CHECK(out[2].op.seq == 2);
+    CHECK(out[2].op.recv_peer == 0);
+  }
+}
+
+TEST_CASE("damaged packed records are a corruption", "[trace]") {
+  using packed::ZigZag;
+  const std::string good = Varints({packed::Fields<OpEvent>::kCount, FieldBit(3), ZigZag(0xc), 0});
+  {
+    std::vector<Event> out;
+    REQUIRE(DecodePacked(good, &out).ok());
+  }
+  struct Damage {
+    const char* what;
+    std::string column;
+    std::function<void(schema::EventBlock::Builder)> more;
+  };
+  const uint64_t n = packed::Fields<OpEvent>::kCount;
+  const Damage damages[] = {
+      {"an empty column", "", {}},
+      {"a record missing", Varints({n, 0}), {}},
+      {"a record to spare", good + Varints({0}), {}},
+      {"a field cut short", Varints({n, FieldBit(3), 0x80}), {}},
+      {"a varint of eleven bytes", Varints({n, 0}) + std::string(10, '\xff') + "\x01", {}},
+      {"a mask bit beyond the field count", Varints({n, FieldBit(static_cast<unsigned>(n)), 0}), {}},
+      {"more fields than a mask covers", Varints({packed::kMaxFields + 1, 0, 0}), {}},
+      {"a list longer than the column", Varints({n, packed::kListBit, 1000, 1, 0}), {}},
+      {"records both packed and in the list", good, [](schema::EventBlock::Builder b) { b.initOps(2); }},
+      {"a fingerprint its flag does not announce", good,
+       [](schema::EventBlock::Builder b) { b.initFingerprints(1); }},
+  };
+  for (const Damage& d : damages) {
+    INFO(d.what);
+    std::vector<Event> out;
+    Status st = DecodePacked(d.column, &out, d.more);
+    CHECK(st.code() == Status::Code::kCorruption);
+    CHECK_THAT(st.message(), Catch::Contains("event block"));
+  }
 }
 
 }  // namespace

@@ -189,29 +189,33 @@ TEST_CASE("a bit flip in a manifest's file header is damage, not a newer format"
   OpenWithOneProblem(dir.path(), "checksum mismatch");
 }
 
-TEST_CASE("a trace the epoch 2 writer wrote still reads, every kind intact", "[trace]") {
-  testing::TempDir dir;
-  std::filesystem::copy(std::string(REPLAY_SOURCE_DIR) + "/tests/trace/testdata/epoch2-trace", dir.path(),
-                        std::filesystem::copy_options::recursive);
-  auto t = TraceReader::Open(dir.path());
-  REQUIRE(t.ok());
-  REQUIRE((*t)->ranks().size() == 1);
-  auto r = (*t)->OpenRank(0);
-  REQUIRE(r.ok());
-  CHECK((*r)->header().format_epoch == 2);
-  CHECK((*r)->status() == RankStatus::kComplete);
-  CHECK((*r)->problems().empty());
-  CHECK((*r)->stats().blocks == 3);  // written 8 events per block
-  // The writer numbered the events itself, from its one thread, at its own times.
-  std::vector<Event> want = testing::Epoch2FixtureEvents();
-  const std::vector<Event>& got = (*r)->events();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("event " << i << ", kind " << EventKindName(want[i].kind));
-    want[i].index = i;
-    want[i].thread = 0;
-    want[i].time_ns = got[i].time_ns;
-    CHECK(got[i] == want[i]);
+TEST_CASE("traces the epoch 2 and epoch 3 writers wrote still read, every kind intact", "[trace]") {
+  for (uint32_t epoch : {2u, 3u}) {
+    INFO("epoch " << epoch);
+    testing::TempDir dir;
+    std::filesystem::copy(std::string(REPLAY_SOURCE_DIR) + "/tests/trace/testdata/epoch" + std::to_string(epoch) +
+                              "-trace",
+                          dir.path(), std::filesystem::copy_options::recursive);
+    auto t = TraceReader::Open(dir.path());
+    REQUIRE(t.ok());
+    REQUIRE((*t)->ranks().size() == 1);
+    auto r = (*t)->OpenRank(0);
+    REQUIRE(r.ok());
+    CHECK((*r)->header().format_epoch == epoch);
+    CHECK((*r)->status() == RankStatus::kComplete);
+    CHECK((*r)->problems().empty());
+    CHECK((*r)->stats().blocks == 3);  // written 8 events per block
+    // The writer numbered the events itself, from its one thread, at its own times.
+    std::vector<Event> want = testing::Epoch2FixtureEvents();
+    const std::vector<Event>& got = (*r)->events();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("event " << i << ", kind " << EventKindName(want[i].kind));
+      want[i].index = i;
+      want[i].thread = 0;
+      want[i].time_ns = got[i].time_ns;
+      CHECK(got[i] == want[i]);
+    }
   }
 }
 

@@ -169,7 +169,10 @@ enum class FieldRole : uint8_t {
   kUnshown,      // not in JSON
 };
 
-// Rows that several kinds share.
+// Rows that several kinds share. The packed records of format epoch 4 number
+// the fields of ops, rets and completions in their list's order: a field is
+// added at the end of REPLAY_OP_FIELDS, REPLAY_RETURN_FIELDS or
+// REPLAY_COMPLETION_FIELDS, never here (docs/trace-format.md, "Versions").
 #define REPLAY_SENT_FIELDS(X)                                \
   X(uint64_t, send_hash, SendHash, "send_hash", kSendHash)   \
   X(uint32_t, send_nan, SendNan, "send_nan", kSendCount)     \

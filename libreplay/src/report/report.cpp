@@ -389,7 +389,9 @@ Result<Timeline> ReportTimeline(const TraceReader& trace, const CheckReport& rep
       const std::set<uint64_t>& about = r.about.empty() ? std::set<uint64_t>{} : r.about[i];
       for (uint64_t ordinal : about) ranges.Around(ordinal, 0, 0);
       const uint64_t centre = !about.empty() ? *about.begin()
-                                             : UnderWayAt(r.starts.size(), time, [&](size_t k) { return r.starts[k]; });
+                                             : UnderWayAt(r.starts.size(), time, [&starts = r.starts](size_t k) {
+                                                 return starts[k];
+                                               });
       auto [b, a] = WindowOf(pi, options.ops_before, options.ops_after);
       ranges.Around(centre, b, a);
     }

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "trace/format.h"
+#include "trace/packed_records.h"
 #include "trace/trace.capnp.h"
 #include "util/check.h"
 
@@ -281,9 +282,6 @@ struct EventBlockEncoder::Impl {
   std::vector<uint64_t> fingerprints;
   std::array<uint32_t, kKinds> count{};  // records of each kind, as Begin was told
   std::array<unsigned, kKinds> at{};     // the next record of each kind
-  capnp::List<s::OpRecord>::Builder ops;
-  capnp::List<s::RetRecord>::Builder rets;
-  capnp::List<s::CompletionRecord>::Builder completions;
   capnp::List<s::TestRecord>::Builder tests;
   capnp::List<s::CommCreateRecord>::Builder comm_creates;
   capnp::List<s::CommFreeRecord>::Builder comm_frees;
@@ -296,6 +294,9 @@ struct EventBlockEncoder::Impl {
   capnp::List<s::SignalRecord>::Builder signals;
   capnp::List<s::DropRecord>::Builder drops;
   capnp::List<s::InfoRecord>::Builder infos;
+  packed::Packer<OpEvent> packed_ops;
+  packed::Packer<ReturnEvent> packed_rets;
+  packed::Packer<CompletionEvent> packed_completions;
   SeqTable seqs;
   std::string spilled;  // the serialised message when it needed more segments
 
@@ -308,21 +309,27 @@ struct EventBlockEncoder::Impl {
     return r;
   }
 
-  // An op, ret or completion: its record, with seq relative to the
+  // An op, ret or completion: its packed record, with seq relative to the
   // communicator's previous one, and the hashes its flags announce in the
   // fingerprint column (received before sent).
-  template <typename B, typename List>
-  void Add(List& list, const EventView& e) {
-    const B& b = Body<B>(e);
-    auto r = Next(list, e);
-    Write<B>(e, r);
-    r.setSeq(seqs.Encode(b.comm, b.seq));
+  template <typename B>
+  void Add(packed::Packer<B>& packer, const EventView& e) {
+    B b;
+    std::memcpy(&b, e.body, sizeof(B));
+    b.seq = seqs.Encode(b.comm, b.seq);
     if constexpr (requires { b.recv_hash; }) {
-      if (Flagged(b.flags, op_flags::kHasRecvHash)) fingerprints.push_back(b.recv_hash);
+      if (Flagged(b.flags, op_flags::kHasRecvHash)) {
+        fingerprints.push_back(b.recv_hash);
+        b.recv_hash = 0;
+      }
     }
     if constexpr (requires { b.send_hash; }) {
-      if (Flagged(b.flags, op_flags::kHasSendHash)) fingerprints.push_back(b.send_hash);
+      if (Flagged(b.flags, op_flags::kHasSendHash)) {
+        fingerprints.push_back(b.send_hash);
+        b.send_hash = 0;
+      }
     }
+    packer.Add(e.call_site, e.thread, b, e.list);
   }
 
   // A delta does not fit 32 bits: the block's deltas move to the wide column.
@@ -360,7 +367,12 @@ void EventBlockEncoder::Begin(const EventKindCounts& kinds, uint64_t first_index
   // grows, and stays zeroed.
   size_t want = 2 + s::EventBlock::_capnpPrivate::dataWordSize + s::EventBlock::_capnpPrivate::pointerCount;
   want += (n * 2 + 7) / 8 + (n * 4 + 7) / 8 + fingerprints + n + 64;
-  for (size_t k = 0; k < kKinds; ++k) want += count[k] == 0 ? 0 : 1 + count[k] * kRecordWords[k];
+  for (size_t k = 0; k < kKinds; ++k) {
+    // Packed records take a few bytes each; one that needs more makes the
+    // message spill into a second segment.
+    const bool packed = k <= KindSlot(EventKind::kCompletion);
+    want += count[k] == 0 ? 0 : 1 + count[k] * (packed ? 1 : kRecordWords[k]);
+  }
   m.message.reset();  // zeroes the used part of the first segment for reuse
   if (m.buffer.size() < want) m.buffer = std::vector<capnp::word>(want + want / 4);  // zeroed
   m.message.emplace(kj::arrayPtr(m.buffer.data() + 1, m.buffer.size() - 1));
@@ -386,9 +398,9 @@ void EventBlockEncoder::Begin(const EventKindCounts& kinds, uint64_t first_index
     unsigned c = count[KindSlot(k)];
     list = c == 0 ? std::remove_reference_t<decltype(list)>() : (m.block.*init_list)(c);
   };
-  init(EventKind::kOp, m.ops, &s::EventBlock::Builder::initOps);
-  init(EventKind::kReturn, m.rets, &s::EventBlock::Builder::initRets);
-  init(EventKind::kCompletion, m.completions, &s::EventBlock::Builder::initCompletions);
+  m.packed_ops.Begin();
+  m.packed_rets.Begin();
+  m.packed_completions.Begin();
   init(EventKind::kTest, m.tests, &s::EventBlock::Builder::initTests);
   init(EventKind::kCommCreate, m.comm_creates, &s::EventBlock::Builder::initCommCreates);
   init(EventKind::kCommFree, m.comm_frees, &s::EventBlock::Builder::initCommFrees);
@@ -426,9 +438,9 @@ void EventBlockEncoder::Add(const EventView& e) {
   m.prev_index = e.index;
   m.prev_time = e.time_ns;
   switch (e.kind) {
-    case EventKind::kOp: return m.Add<OpEvent>(m.ops, e);
-    case EventKind::kReturn: return m.Add<ReturnEvent>(m.rets, e);
-    case EventKind::kCompletion: return m.Add<CompletionEvent>(m.completions, e);
+    case EventKind::kOp: return m.Add(m.packed_ops, e);
+    case EventKind::kReturn: return m.Add(m.packed_rets, e);
+    case EventKind::kCompletion: return m.Add(m.packed_completions, e);
     case EventKind::kTest: return Write<TestEvent>(e, m.Next(m.tests, e));
     case EventKind::kCommCreate: return Write<CommCreateEvent>(e, m.Next(m.comm_creates, e));
     case EventKind::kCommFree: return Write<CommFreeEvent>(e, m.Next(m.comm_frees, e));
@@ -451,6 +463,15 @@ std::span<const uint8_t> EventBlockEncoder::Finish() {
     auto column = m.block.initFingerprints(static_cast<unsigned>(m.fingerprints.size()));
     for (unsigned i = 0; i < m.fingerprints.size(); ++i) column.set(i, m.fingerprints[i]);
   }
+  auto put = [&](EventKind k, const auto& packer, capnp::Data::Builder (s::EventBlock::Builder::*init)(unsigned)) {
+    if (m.count[KindSlot(k)] == 0) return;
+    std::span<const uint8_t> bytes = packer.bytes();
+    auto data = (m.block.*init)(static_cast<unsigned>(bytes.size()));
+    std::memcpy(data.begin(), bytes.data(), bytes.size());
+  };
+  put(EventKind::kOp, m.packed_ops, &s::EventBlock::Builder::initPackedOps);
+  put(EventKind::kReturn, m.packed_rets, &s::EventBlock::Builder::initPackedRets);
+  put(EventKind::kCompletion, m.packed_completions, &s::EventBlock::Builder::initPackedCompletions);
   auto segments = m.message->getSegmentsForOutput();
   // Standard stream framing (capnp/serialize.h): segment count - 1, sizes, pad, segments.
   if (segments.size() == 1 && segments[0].begin() == m.buffer.data() + 1) {
@@ -559,7 +580,8 @@ bool HasKindLists(s::EventBlock::Reader b) {
   return b.hasKinds() || b.hasIndexGaps() || b.hasTimeDeltas32() || b.hasFingerprints() || b.hasOps() ||
          b.hasRets() || b.hasCompletions() || b.hasTests() || b.hasCommCreates() || b.hasCommFrees() ||
          b.hasGroups() || b.hasEntropies() || b.hasSeeds() || b.hasCudas() || b.hasMarks() || b.hasErrors() ||
-         b.hasSignals() || b.hasDrops() || b.hasInfos();
+         b.hasSignals() || b.hasDrops() || b.hasInfos() || b.hasPackedOps() || b.hasPackedRets() ||
+         b.hasPackedCompletions();
 }
 
 // Epoch 3: a kind column and a list of records per kind.
@@ -589,10 +611,39 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
   for (s::EventKind k : kinds) {
     if (static_cast<size_t>(k) < kKinds) ++count[static_cast<size_t>(k)];
   }
-  const std::array<size_t, kKinds> held = {
+  std::array<size_t, kKinds> held = {
       ops.size(),   rets.size(),  completions.size(), tests.size(),  comm_creates.size(),
       comm_frees.size(), groups.size(), entropies.size(), seeds.size(), cudas.size(),
       marks.size(), errors.size(), signals.size(),   drops.size(),  infos.size()};
+  // Epoch 4: ops, rets and completions packed, their record lists empty.
+  struct Unpackers {
+    packed::Unpacker<OpEvent> ops;
+    packed::Unpacker<ReturnEvent> rets;
+    packed::Unpacker<CompletionEvent> completions;
+  };
+  const bool packed_ops = block.hasPackedOps();
+  const bool packed_rets = block.hasPackedRets();
+  const bool packed_completions = block.hasPackedCompletions();
+  auto unpack = std::make_unique<Unpackers>();
+  auto packed_damage = [](EventKind kind, const char* what) {
+    return Status::Corruption("event block's packed " + std::string(EventKindName(kind)) + " records: " + what);
+  };
+  auto start = [&](bool packed, auto& unpacker, capnp::Data::Reader bytes, EventKind kind) -> const char* {
+    if (!packed) return nullptr;
+    if (held[KindSlot(kind)] != 0) return "the kind's record list holds records as well";
+    held[KindSlot(kind)] = count[KindSlot(kind)];
+    return unpacker.Start({bytes.begin(), bytes.size()});
+  };
+  if (const char* err = start(packed_ops, unpack->ops, block.getPackedOps(), EventKind::kOp)) {
+    return packed_damage(EventKind::kOp, err);
+  }
+  if (const char* err = start(packed_rets, unpack->rets, block.getPackedRets(), EventKind::kReturn)) {
+    return packed_damage(EventKind::kReturn, err);
+  }
+  if (const char* err =
+          start(packed_completions, unpack->completions, block.getPackedCompletions(), EventKind::kCompletion)) {
+    return packed_damage(EventKind::kCompletion, err);
+  }
   for (size_t k = 0; k < kKinds; ++k) {
     if (held[k] != count[k]) {
       std::string kind(EventKindName(static_cast<EventKind>(k + 1)));
@@ -646,17 +697,33 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     e.index = index;
     e.time_ns = time;
     const auto kind = kinds[i];
+    // The next packed record of a kind; an error stops the block.
+    auto unpacked = [&](bool packed, auto& unpacker, EventKind k, auto* body, auto list) -> const char* {
+      if (!packed) {
+        read(list, k, body);
+        return nullptr;
+      }
+      e.kind = k;
+      return unpacker.Next(&e, body);
+    };
     switch (kind) {
       case s::EventKind::OP:
-        read(ops, EventKind::kOp, &e.op);
+        if (const char* err = unpacked(packed_ops, unpack->ops, EventKind::kOp, &e.op, ops)) {
+          return packed_damage(EventKind::kOp, err);
+        }
         if (!take(e.op.flags, op_flags::kHasSendHash, &e.op.send_hash)) return fingerprint_damage;
         break;
       case s::EventKind::RET:
-        read(rets, EventKind::kReturn, &e.ret);
+        if (const char* err = unpacked(packed_rets, unpack->rets, EventKind::kReturn, &e.ret, rets)) {
+          return packed_damage(EventKind::kReturn, err);
+        }
         if (!take(e.ret.flags, op_flags::kHasRecvHash, &e.ret.recv_hash)) return fingerprint_damage;
         break;
       case s::EventKind::COMPLETION:
-        read(completions, EventKind::kCompletion, &e.completion);
+        if (const char* err = unpacked(packed_completions, unpack->completions, EventKind::kCompletion,
+                                       &e.completion, completions)) {
+          return packed_damage(EventKind::kCompletion, err);
+        }
         if (!take(e.completion.flags, op_flags::kHasRecvHash, &e.completion.recv_hash) ||
             !take(e.completion.flags, op_flags::kHasSendHash, &e.completion.send_hash)) {
           return fingerprint_damage;
@@ -680,6 +747,11 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     out->push_back(std::move(e));
   }
   if (f != fp.size()) return fingerprint_damage;
+  if (packed_ops && !unpack->ops.done()) return packed_damage(EventKind::kOp, "bytes follow the last record");
+  if (packed_rets && !unpack->rets.done()) return packed_damage(EventKind::kReturn, "bytes follow the last record");
+  if (packed_completions && !unpack->completions.done()) {
+    return packed_damage(EventKind::kCompletion, "bytes follow the last record");
+  }
   return Status::Ok();
 }
 

@@ -13,12 +13,15 @@ namespace replay::format {
 // The trace format epoch. Bumped when framing (this file) or the layout of an
 // events block changes in a way a reader of an older epoch cannot skip; schema
 // evolution does not bump it. Epoch 3: events stored by kind (trace.capnp,
-// EventBlock). Readers read every earlier epoch.
-inline constexpr uint32_t kFormatEpoch = 3;
+// EventBlock). Epoch 4: op, ret and completion records packed, each holding
+// what differs from the last record at its call site. Readers read every
+// earlier epoch.
+inline constexpr uint32_t kFormatEpoch = 4;
 // The lowest reader epoch that can read what this writer produces. A reader
-// refuses a trace whose minReaderEpoch is above its own kFormatEpoch. An epoch 2
-// reader would find no events in an epoch 3 block, so it must refuse it.
-inline constexpr uint32_t kMinReaderEpoch = 3;
+// refuses a trace whose minReaderEpoch is above its own kFormatEpoch. An epoch 3
+// reader would find the op, ret and completion lists of an epoch 4 block empty,
+// so it must refuse it.
+inline constexpr uint32_t kMinReaderEpoch = 4;
 
 // Names inside a trace directory.
 inline constexpr const char* kManifestFile = "manifest";

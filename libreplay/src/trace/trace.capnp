@@ -305,6 +305,42 @@ struct EventBlock {
   signals @21 :List(SignalRecord);
   drops @22 :List(DropRecord);
   infos @23 :List(InfoRecord);
+
+  # Epoch 4. The op, ret and completion records, packed: each holds only what
+  # differs from the record before it at the same call site, so that a
+  # training loop's repeated call takes a byte or two before compression. A
+  # kind whose packed column is present keeps its record list above empty.
+  #
+  # A packed column is a varint F (LEB128, at most 61): the number of fields
+  # each record's mask covers. Then one record per event of the kind, in index
+  # order:
+  #   - mask, a varint. Bit 0: the call site differs from the previous record's
+  #     of the kind in this block (the first compares with 0). Bit 1: the
+  #     thread differs from the reference's. Bit 2: a list follows. Bit 3 + i:
+  #     field i differs from the reference's. No other bit is set.
+  #   - with bit 0, the call site as zigzag varint of its difference from the
+  #     previous record's.
+  #   - the reference: the last record of the kind in this block at the same
+  #     call site, found in a 64-entry direct-mapped table (slot = (callSite *
+  #     0x9E3779B97F4A7C15) >> 58; a slot holding another call site, or none,
+  #     gives a record of zeros).
+  #   - with bit 1, the thread as zigzag varint of its difference from the
+  #     reference's; then, for each field bit, in field order, the field as
+  #     zigzag varint of its difference from the reference's (fields widened
+  #     to 64 bits, signed ones by sign, modulo 2^64).
+  #   - with bit 2, the list (an op's `counts`): a varint length, then each
+  #     value as zigzag varint.
+  # The record then becomes its slot's reference. `seq` is stored as with
+  # `seqDelta`, and a hash its flag announces is in `fingerprints` (its field
+  # 0), before the comparison. No bytes follow the last record.
+  #
+  # Field order is the order of docs/trace-format.md's packed field tables
+  # (the body's fields in libreplay/include/replay/event.h); new fields are
+  # only ever added at the end, and a reader skips the fields beyond those it
+  # knows, so a field added later needs no new epoch.
+  packedOps @24 :Data;
+  packedRets @25 :Data;
+  packedCompletions @26 :Data;
 }
 
 # The kinds of events, in the order of Event's union. A new kind is added at
