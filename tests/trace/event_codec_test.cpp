@@ -461,6 +461,13 @@ TEST_CASE("the fingerprint column holds the hashes flags announce, and a hash wi
   const uint64_t want[] = {0xa000, 0xb000, 0xb001, 0xa002, 0xb002, 0xb003, 0xc000};
   REQUIRE(fp.size() == std::size(want));
   for (unsigned i = 0; i < fp.size(); ++i) CHECK(fp[i] == want[i]);
+  {
+    // The column ends the message, where the writer compresses it apart.
+    EventBlockEncoder enc;
+    std::span<const uint8_t> bytes = enc.Encode(in);
+    REQUIRE(enc.random_from() == bytes.size() - sizeof(want));
+    CHECK(std::memcmp(bytes.data() + enc.random_from(), want, sizeof(want)) == 0);
+  }
   // The packed records hold 0 where the column holds the hash, and the hash
   // itself where no flag announces it.
   CHECK(block.getOps().size() == 0);
@@ -514,7 +521,7 @@ TEST_CASE("an event kind this reader does not know keeps its place in an epoch 3
   CHECK(out[3].op.seq == 5);
 }
 
-TEST_CASE("a block stores time deltas in 32 bits when they fit and in 64 when one does not", "[trace]") {
+TEST_CASE("time deltas of any size round-trip through the packed time column", "[trace]") {
   for (int64_t big : {int64_t{INT32_MAX}, int64_t{INT32_MAX} + 1, int64_t{INT32_MIN}, int64_t{INT32_MIN} - 1}) {
     INFO("delta " << big);
     std::vector<Event> in;
@@ -529,9 +536,9 @@ TEST_CASE("a block stores time deltas in 32 bits when they fit and in 64 when on
     std::memcpy(words.data(), raw.data(), raw.size());
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
     auto block = reader.getRoot<schema::EventBlock>();
-    bool fits = big == static_cast<int32_t>(big);
-    CHECK(block.getTimeDeltas32().size() == (fits ? 3u : 0u));
-    CHECK(block.getTimeDeltas().size() == (fits ? 0u : 3u));
+    CHECK(block.getTimeDeltas32().size() == 0);
+    CHECK(block.getTimeDeltas().size() == 0);
+    CHECK(block.getTimeDeltasPacked().size() >= 3);
     std::vector<Event> out;
     REQUIRE(DecodeEventBlock(Bytes(raw), &out).ok());
     REQUIRE(out.size() == 3);
@@ -631,9 +638,14 @@ TEST_CASE("packed records number fields in the order docs/trace-format.md gives"
   CHECK(names(packed::Fields<OpEvent>::kNames) == op);
   CHECK(names(packed::Fields<ReturnEvent>::kNames) == ret);
   CHECK(names(packed::Fields<CompletionEvent>::kNames) == completion);
+  const std::vector<std::string> test = {"api", "flag", "index", "source", "tag", "count", "comm", "rc"};
+  CHECK(names(packed::Fields<TestEvent>::kNames) == test);
+  const std::vector<std::string> cuda = {"op", "rc", "device", "stream", "event", "graph", "other", "count"};
+  CHECK(names(packed::Fields<CudaEvent>::kNames) == cuda);
 }
 
-TEST_CASE("packed records round-trip calls that vary field by field across call sites and threads", "[trace]") {
+TEST_CASE("packed records round-trip calls of every packed kind that vary field by field across call sites and threads",
+          "[trace]") {
   std::mt19937_64 rng(42);
   std::vector<Event> in;
   const uint64_t sites[] = {0, 0x401000, 0x401040, 0x7fff00001000, 0x401000 + 64 * 0x9E3779B97F4A7C15ull};
@@ -642,7 +654,7 @@ TEST_CASE("packed records round-trip calls that vary field by field across call 
     Event e;
     const uint64_t comm = 1 + pick(3);
     const uint64_t seq = 1 + static_cast<uint64_t>(i) / 3;
-    switch (pick(3)) {
+    switch (pick(5)) {
       case 0: {
         e = testing::AllreduceOp(comm, seq, 1 + static_cast<int64_t>(pick(4)), rng());
         if (pick(4) == 0) e.op.flags = 0;
@@ -660,6 +672,27 @@ TEST_CASE("packed records round-trip calls that vary field by field across call 
         if (pick(5) == 0) e.ret.rc = static_cast<int32_t>(pick(3)) - 1;
         if (pick(5) == 0) e.ret.source = static_cast<int32_t>(pick(4));
         e.ret.payload_size = pick(3) == 0 ? rng() : 0;
+        break;
+      }
+      case 3: {
+        TestEvent t{};
+        t.api = static_cast<uint16_t>(pick(3));
+        t.flag = pick(4) == 0;
+        t.index = t.flag ? static_cast<int32_t>(pick(3)) : -1;
+        t.comm = comm;
+        e = Event::Make(t);
+        if (pick(3) == 0) e.list = {static_cast<int64_t>(pick(4)), 7};
+        break;
+      }
+      case 4: {
+        CudaEvent c{};
+        c.op = static_cast<CudaOp>(pick(kCudaOpCount));
+        c.rc = pick(8) == 0 ? 600 : 0;
+        c.device = static_cast<int32_t>(pick(3)) - 1;
+        c.stream = 0x55d0c0a1e000 + pick(2) * 0x1200;
+        c.event = 0x55d0c0b2f000 + pick(4) * 0x40;
+        c.count = pick(5) == 0 ? rng() : 0;
+        e = Event::Make(c);
         break;
       }
       default: {
@@ -775,6 +808,98 @@ TEST_CASE("damaged packed records are a corruption", "[trace]") {
     Status st = DecodePacked(d.column, &out, d.more);
     CHECK(st.code() == Status::Code::kCorruption);
     CHECK_THAT(st.message(), Catch::Contains("event block"));
+  }
+}
+
+TEST_CASE("steady intervals at one call site pack into a byte of time each", "[trace]") {
+  std::vector<Event> in;
+  int64_t t = 1'000'000;
+  for (int i = 0; i < 200; ++i) {
+    Event op = testing::AllreduceOp(7, 1 + i, 8, 0);
+    op.index = in.size();
+    op.call_site = 0x401234;
+    op.time_ns = (t += 5'000'000 + (i % 3) * 20);  // 5 ms and a few ns of jitter
+    in.push_back(op);
+    Event ret = Ret(7, 1 + i, 0);
+    ret.index = in.size();
+    ret.call_site = 0x401234;
+    ret.time_ns = (t += 12'000);
+    in.push_back(ret);
+  }
+  std::string raw = Encode(in);
+  std::vector<capnp::word> words(raw.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), raw.data(), raw.size());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+  auto times = reader.getRoot<schema::EventBlock>().getTimeDeltasPacked();
+  // The first op and ret give their whole deltas; every later one its jitter.
+  CHECK(times.size() < in.size() + 8);
+  CHECK(RoundTrip(in) == in);
+}
+
+TEST_CASE("a block keeps short intervals that predict badly as they are", "[trace]") {
+  std::mt19937_64 rng(3);
+  for (bool steady : {false, true}) {
+    INFO((steady ? "steady" : "short and random"));
+    std::vector<Event> in;
+    int64_t t = 0;
+    for (int i = 0; i < 500; ++i) {
+      Event e = testing::AllreduceOp(7, 1 + i, 8, 0);
+      e.index = i;
+      e.call_site = 0x401234;
+      e.time_ns = (t += steady ? 1'000'000 + static_cast<int64_t>(rng() % 8) : static_cast<int64_t>(rng() % 60));
+      in.push_back(e);
+    }
+    std::string raw = Encode(in);
+    std::vector<capnp::word> words(raw.size() / sizeof(capnp::word));
+    std::memcpy(words.data(), raw.data(), raw.size());
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+    CHECK(reader.getRoot<schema::EventBlock>().getTimeDeltasUnpredicted() == !steady);
+    CHECK(RoundTrip(in) == in);
+  }
+}
+
+TEST_CASE("damaged packed time deltas are a corruption", "[trace]") {
+  using B = schema::EventBlock::Builder;
+  auto with_times = [](const std::string& bytes, const std::function<void(B)>& more = {}) {
+    return [=](B b) {
+      SmallBlock(b);
+      b.disownTimeDeltas32();
+      auto d = b.initTimeDeltasPacked(static_cast<unsigned>(bytes.size()));
+      std::memcpy(d.begin(), bytes.data(), bytes.size());
+      if (more) more(b);
+    };
+  };
+  {
+    std::vector<Event> out;
+    REQUIRE(DecodeBuilt(with_times(Varints({packed::ZigZag(5), packed::ZigZag(uint64_t(-7)), 0})), &out).ok());
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].time_ns == 1005);
+    CHECK(out[1].time_ns == 998);
+    CHECK(out[2].time_ns == 1003);  // the first op's 5 predicts the second's
+  }
+  {
+    std::vector<Event> out;
+    REQUIRE(DecodeBuilt(with_times(Varints({packed::ZigZag(5), packed::ZigZag(uint64_t(-7)), 0}),
+                                   [](B b) { b.setTimeDeltasUnpredicted(true); }),
+                        &out)
+                .ok());
+    REQUIRE(out.size() == 3);
+    CHECK(out[2].time_ns == 998);  // each delta as it is
+  }
+  struct Damage {
+    const char* what;
+    std::function<void(B)> build;
+  };
+  const Damage damages[] = {
+      {"a delta missing", with_times(Varints({1, 2}))},
+      {"a delta to spare", with_times(Varints({1, 2, 3, 4}))},
+      {"a delta cut short", with_times(Varints({1, 2}) + "\x80")},
+      {"deltas packed and in a column as well", with_times(Varints({1, 2, 3}), [](B b) { b.initTimeDeltas32(3); })},
+  };
+  for (const Damage& d : damages) {
+    INFO(d.what);
+    std::vector<Event> out;
+    CHECK(DecodeBuilt(d.build, &out).code() == Status::Code::kCorruption);
   }
 }
 

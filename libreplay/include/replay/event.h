@@ -170,9 +170,9 @@ enum class FieldRole : uint8_t {
 };
 
 // Rows that several kinds share. The packed records of format epoch 4 number
-// the fields of ops, rets and completions in their list's order: a field is
-// added at the end of REPLAY_OP_FIELDS, REPLAY_RETURN_FIELDS or
-// REPLAY_COMPLETION_FIELDS, never here (docs/trace-format.md, "Versions").
+// the fields of ops, rets, completions, tests and CUDA calls in their list's
+// order: a field is added at the end of a kind's list (REPLAY_OP_FIELDS, ...),
+// never to the shared rows here (docs/trace-format.md, "Versions").
 #define REPLAY_SENT_FIELDS(X)                                \
   X(uint64_t, send_hash, SendHash, "send_hash", kSendHash)   \
   X(uint32_t, send_nan, SendNan, "send_nan", kSendCount)     \

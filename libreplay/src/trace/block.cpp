@@ -39,8 +39,29 @@ BlockCodec::~BlockCodec() {
   ZSTD_freeDCtx(dctx_);
 }
 
+size_t BlockCodec::CompressSplit(std::span<const uint8_t> raw, size_t split, size_t bound) {
+  ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_and_parameters);
+  size_t r = ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+  if (ZSTD_isError(r)) return r;
+  // The content size in the frame header, as ZSTD_compressCCtx writes it.
+  r = ZSTD_CCtx_setPledgedSrcSize(cctx_, raw.size());
+  if (ZSTD_isError(r)) return r;
+  ZSTD_outBuffer out{scratch_.data(), bound, 0};
+  ZSTD_inBuffer first{raw.data(), split, 0};
+  do {
+    r = ZSTD_compressStream2(cctx_, &out, &first, ZSTD_e_flush);
+    if (ZSTD_isError(r)) return r;
+  } while (r != 0);
+  ZSTD_inBuffer rest{raw.data() + split, raw.size() - split, 0};
+  do {
+    r = ZSTD_compressStream2(cctx_, &out, &rest, ZSTD_e_end);
+    if (ZSTD_isError(r)) return r;
+  } while (r != 0);
+  return out.pos;
+}
+
 Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
-                          std::span<const uint8_t> raw, std::string* out, size_t min_bytes) {
+                          std::span<const uint8_t> raw, std::string* out, size_t min_bytes, size_t random_from) {
   if (raw.size() > format::kMaxRawBlock) {
     return Status::InvalidArgument("block of " + std::to_string(raw.size()) +
                                    " bytes exceeds the format's block limit");
@@ -52,10 +73,13 @@ Status BlockCodec::Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
   // Compressed into a buffer that only grows, so no block pays for zeroing a
   // worst-case-sized output it will mostly not use.
   constexpr size_t kSkippableHeader = 8;  // magic, then the length of what follows
-  size_t bound = ZSTD_compressBound(raw.size());
+  // A split frame ends one more zstd block (a 3-byte header) early.
+  size_t bound = ZSTD_compressBound(raw.size()) + 8;
   size_t room = bound + kSkippableHeader + (min_bytes > sizeof(format::BlockHeader) ? min_bytes : 0);
   if (scratch_.size() < room) scratch_.resize(room);
-  size_t n = ZSTD_compressCCtx(cctx_, scratch_.data(), bound, raw.data(), raw.size(), level_);
+  size_t n = random_from > 0 && random_from < raw.size()
+                 ? CompressSplit(raw, random_from, bound)
+                 : ZSTD_compressCCtx(cctx_, scratch_.data(), bound, raw.data(), raw.size(), level_);
   const uint8_t* stored = reinterpret_cast<const uint8_t*>(scratch_.data());
   format::Codec codec = format::Codec::kZstd;
   if (!ZSTD_isError(n) && sizeof(format::BlockHeader) + n < min_bytes) {

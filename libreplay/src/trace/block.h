@@ -37,14 +37,23 @@ class BlockCodec {
   // is made at least that long where zstd can encode it: its frame is followed
   // by a zstd skippable frame, which decoders pass over. (The writer needs this
   // to replace an open block in place without shortening the file.)
+  // With `random_from` inside `raw`, the bytes from there on (random ones,
+  // such as fingerprints) are compressed as zstd blocks of their own, so that
+  // they do not spoil the statistics zstd codes the rest with; the frame
+  // decodes as any other.
   Status Encode(format::BlockKind kind, uint64_t tag, uint64_t aux,
-                std::span<const uint8_t> raw, std::string* out, size_t min_bytes = 0);
+                std::span<const uint8_t> raw, std::string* out, size_t min_bytes = 0,
+                size_t random_from = SIZE_MAX);
 
   // Decompresses a block found by BlockScanner into `raw` (replacing its content).
   Status Decode(const format::BlockHeader& header, std::span<const uint8_t> stored,
                 std::string* raw);
 
  private:
+  // `raw` as one frame whose bytes from `split` on start a zstd block of their
+  // own, into scratch_ (at most `bound` bytes); its size, or a zstd error code.
+  size_t CompressSplit(std::span<const uint8_t> raw, size_t split, size_t bound);
+
   int level_;
   ZSTD_CCtx_s* cctx_ = nullptr;
   ZSTD_DCtx_s* dctx_ = nullptr;

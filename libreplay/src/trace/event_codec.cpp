@@ -255,6 +255,15 @@ constexpr std::array<size_t, kKinds> kRecordWords = {
     RecordWords<s::InfoRecord>(),
 };
 
+// The kinds whose records an epoch 4 block packs (trace.capnp, EventBlock.packedOps).
+constexpr std::array<bool, kKinds> kPackedKinds = [] {
+  std::array<bool, kKinds> packed{};
+  for (EventKind k : {EventKind::kOp, EventKind::kReturn, EventKind::kCompletion, EventKind::kTest, EventKind::kCuda}) {
+    packed[static_cast<size_t>(k) - 1] = true;
+  }
+  return packed;
+}();
+
 // Event's data section in the first version of the schema (format epoch 1).
 constexpr size_t kFirstEventDataWords = 20;
 static_assert(s::Event::_capnpPrivate::dataWordSize >= kFirstEventDataWords);
@@ -271,24 +280,25 @@ struct EventBlockEncoder::Impl {
   unsigned next = 0;
   uint64_t prev_index = 0;
   int64_t prev_time = 0;
+  // Each event's time delta as stored both ways (zigzag), and the bytes each
+  // way takes: the block keeps the shorter (EventBlock.timeDeltasUnpredicted).
+  packed::TimePredictor time_predictor;
+  std::vector<uint64_t> times_predicted;
+  std::vector<uint64_t> times_unpredicted;
+  size_t predicted_bytes = 0;
+  size_t unpredicted_bytes = 0;
   capnp::List<s::EventKind>::Builder kinds;
-  // Time deltas go to the narrow column until one does not fit (Widen()).
-  bool narrow = true;
-  capnp::List<int32_t>::Builder time32;
-  capnp::List<int64_t>::Builder time64;
   capnp::List<int64_t>::Builder index_gaps;  // allocated at the first gap that is not 0
   // The block's fingerprint column, gathered here and copied into the
   // message at Finish, when its length is known.
   std::vector<uint64_t> fingerprints;
   std::array<uint32_t, kKinds> count{};  // records of each kind, as Begin was told
   std::array<unsigned, kKinds> at{};     // the next record of each kind
-  capnp::List<s::TestRecord>::Builder tests;
   capnp::List<s::CommCreateRecord>::Builder comm_creates;
   capnp::List<s::CommFreeRecord>::Builder comm_frees;
   capnp::List<s::GroupRecord>::Builder groups;
   capnp::List<s::EntropyRecord>::Builder entropies;
   capnp::List<s::SeedRecord>::Builder seeds;
-  capnp::List<s::CudaRecord>::Builder cudas;
   capnp::List<s::MarkRecord>::Builder marks;
   capnp::List<s::ErrorRecord>::Builder errors;
   capnp::List<s::SignalRecord>::Builder signals;
@@ -297,7 +307,10 @@ struct EventBlockEncoder::Impl {
   packed::Packer<OpEvent> packed_ops;
   packed::Packer<ReturnEvent> packed_rets;
   packed::Packer<CompletionEvent> packed_completions;
+  packed::Packer<TestEvent> packed_tests;
+  packed::Packer<CudaEvent> packed_cudas;
   SeqTable seqs;
+  size_t random_from = SIZE_MAX;
   std::string spilled;  // the serialised message when it needed more segments
 
   // The next record of a kind, with the fields every kind has.
@@ -332,14 +345,12 @@ struct EventBlockEncoder::Impl {
     packer.Add(e.call_site, e.thread, b, e.list);
   }
 
-  // A delta does not fit 32 bits: the block's deltas move to the wide column.
-  // The narrow one is dropped, leaving zeroed words in the message; a rare
-  // case (two events more than 2.1 s apart in one block).
-  void Widen() {
-    time64 = block.initTimeDeltas(expected);
-    for (unsigned i = 0; i < next; ++i) time64.set(i, time32[i]);
-    block.disownTimeDeltas32();
-    narrow = false;
+  // A test or CUDA call: its packed record, as it is.
+  template <typename B>
+  void AddAsIs(packed::Packer<B>& packer, const EventView& e) {
+    B b;
+    std::memcpy(&b, e.body, sizeof(B));
+    packer.Add(e.call_site, e.thread, b, e.list);
   }
 };
 
@@ -370,7 +381,7 @@ void EventBlockEncoder::Begin(const EventKindCounts& kinds, uint64_t first_index
   for (size_t k = 0; k < kKinds; ++k) {
     // Packed records take a few bytes each; one that needs more makes the
     // message spill into a second segment.
-    const bool packed = k <= KindSlot(EventKind::kCompletion);
+    const bool packed = kPackedKinds[k];
     want += count[k] == 0 ? 0 : 1 + count[k] * (packed ? 1 : kRecordWords[k]);
   }
   m.message.reset();  // zeroes the used part of the first segment for reuse
@@ -386,9 +397,11 @@ void EventBlockEncoder::Begin(const EventKindCounts& kinds, uint64_t first_index
   m.prev_index = first_index - 1;
   m.prev_time = base_time_ns;
   m.kinds = m.block.initKinds(m.expected);
-  m.narrow = true;
-  m.time32 = m.block.initTimeDeltas32(m.expected);
-  m.time64 = {};
+  m.time_predictor.Clear();
+  m.times_predicted.resize(n);
+  m.times_unpredicted.resize(n);
+  m.predicted_bytes = 0;
+  m.unpredicted_bytes = 0;
   m.index_gaps = {};
   m.fingerprints.clear();
   m.count = count;
@@ -401,13 +414,13 @@ void EventBlockEncoder::Begin(const EventKindCounts& kinds, uint64_t first_index
   m.packed_ops.Begin();
   m.packed_rets.Begin();
   m.packed_completions.Begin();
-  init(EventKind::kTest, m.tests, &s::EventBlock::Builder::initTests);
+  m.packed_tests.Begin();
+  m.packed_cudas.Begin();
   init(EventKind::kCommCreate, m.comm_creates, &s::EventBlock::Builder::initCommCreates);
   init(EventKind::kCommFree, m.comm_frees, &s::EventBlock::Builder::initCommFrees);
   init(EventKind::kGroup, m.groups, &s::EventBlock::Builder::initGroups);
   init(EventKind::kEntropy, m.entropies, &s::EventBlock::Builder::initEntropies);
   init(EventKind::kSeed, m.seeds, &s::EventBlock::Builder::initSeeds);
-  init(EventKind::kCuda, m.cudas, &s::EventBlock::Builder::initCudas);
   init(EventKind::kMark, m.marks, &s::EventBlock::Builder::initMarks);
   init(EventKind::kError, m.errors, &s::EventBlock::Builder::initErrors);
   init(EventKind::kSignal, m.signals, &s::EventBlock::Builder::initSignals);
@@ -424,13 +437,13 @@ void EventBlockEncoder::Add(const EventView& e) {
   REPLAY_CHECK(slot < kKinds && m.at[slot] < m.count[slot], static_cast<int>(e.kind));
   const unsigned i = m.next++;
   m.kinds.set(i, static_cast<s::EventKind>(slot));
-  int64_t delta = WrappingSub(e.time_ns, m.prev_time);
-  if (m.narrow && delta != static_cast<int32_t>(delta)) m.Widen();
-  if (m.narrow) {
-    m.time32.set(i, static_cast<int32_t>(delta));
-  } else {
-    m.time64.set(i, delta);
-  }
+  const uint64_t delta = static_cast<uint64_t>(WrappingSub(e.time_ns, m.prev_time));
+  const uint64_t predicted = packed::ZigZag(m.time_predictor.Encode(e.call_site, static_cast<unsigned>(slot), delta));
+  const uint64_t unpredicted = packed::ZigZag(delta);
+  m.times_predicted[i] = predicted;
+  m.times_unpredicted[i] = unpredicted;
+  m.predicted_bytes += packed::VarintSize(predicted);
+  m.unpredicted_bytes += packed::VarintSize(unpredicted);
   if (int64_t gap = static_cast<int64_t>(e.index - m.prev_index - 1); gap != 0) {
     if (m.index_gaps.size() == 0) m.index_gaps = m.block.initIndexGaps(m.expected);
     m.index_gaps.set(i, gap);
@@ -441,13 +454,13 @@ void EventBlockEncoder::Add(const EventView& e) {
     case EventKind::kOp: return m.Add(m.packed_ops, e);
     case EventKind::kReturn: return m.Add(m.packed_rets, e);
     case EventKind::kCompletion: return m.Add(m.packed_completions, e);
-    case EventKind::kTest: return Write<TestEvent>(e, m.Next(m.tests, e));
+    case EventKind::kTest: return m.AddAsIs(m.packed_tests, e);
     case EventKind::kCommCreate: return Write<CommCreateEvent>(e, m.Next(m.comm_creates, e));
     case EventKind::kCommFree: return Write<CommFreeEvent>(e, m.Next(m.comm_frees, e));
     case EventKind::kGroup: return Write<GroupEvent>(e, m.Next(m.groups, e));
     case EventKind::kEntropy: return Write<EntropyEvent>(e, m.Next(m.entropies, e));
     case EventKind::kSeed: return Write<SeedEvent>(e, m.Next(m.seeds, e));
-    case EventKind::kCuda: return Write<CudaEvent>(e, m.Next(m.cudas, e));
+    case EventKind::kCuda: return m.AddAsIs(m.packed_cudas, e);
     case EventKind::kMark: return Write<MarkEvent>(e, m.Next(m.marks, e));
     case EventKind::kError: return Write<ErrorEvent>(e, m.Next(m.errors, e));
     case EventKind::kSignal: return Write<SignalEvent>(e, m.Next(m.signals, e));
@@ -459,10 +472,6 @@ void EventBlockEncoder::Add(const EventView& e) {
 std::span<const uint8_t> EventBlockEncoder::Finish() {
   Impl& m = *impl_;
   REPLAY_CHECK(m.next == m.expected, m.next, m.expected);
-  if (!m.fingerprints.empty()) {
-    auto column = m.block.initFingerprints(static_cast<unsigned>(m.fingerprints.size()));
-    for (unsigned i = 0; i < m.fingerprints.size(); ++i) column.set(i, m.fingerprints[i]);
-  }
   auto put = [&](EventKind k, const auto& packer, capnp::Data::Builder (s::EventBlock::Builder::*init)(unsigned)) {
     if (m.count[KindSlot(k)] == 0) return;
     std::span<const uint8_t> bytes = packer.bytes();
@@ -472,14 +481,34 @@ std::span<const uint8_t> EventBlockEncoder::Finish() {
   put(EventKind::kOp, m.packed_ops, &s::EventBlock::Builder::initPackedOps);
   put(EventKind::kReturn, m.packed_rets, &s::EventBlock::Builder::initPackedRets);
   put(EventKind::kCompletion, m.packed_completions, &s::EventBlock::Builder::initPackedCompletions);
+  put(EventKind::kTest, m.packed_tests, &s::EventBlock::Builder::initPackedTests);
+  put(EventKind::kCuda, m.packed_cudas, &s::EventBlock::Builder::initPackedCudas);
+  if (m.expected != 0) {
+    // Short deltas often repeat exactly, which the compressor codes better
+    // than what is left of them after a prediction: a tie keeps them as they are.
+    const bool unpredicted = m.unpredicted_bytes <= m.predicted_bytes;
+    const std::vector<uint64_t>& times = unpredicted ? m.times_unpredicted : m.times_predicted;
+    m.block.setTimeDeltasUnpredicted(unpredicted);
+    auto data = m.block.initTimeDeltasPacked(
+        static_cast<unsigned>(unpredicted ? m.unpredicted_bytes : m.predicted_bytes));
+    uint8_t* p = data.begin();
+    for (unsigned k = 0; k < m.expected; ++k) p = packed::PutVarint(p, times[k]);
+  }
+  // The fingerprints last: random bytes, at the end of the message.
+  if (!m.fingerprints.empty()) {
+    auto column = m.block.initFingerprints(static_cast<unsigned>(m.fingerprints.size()));
+    for (unsigned i = 0; i < m.fingerprints.size(); ++i) column.set(i, m.fingerprints[i]);
+  }
+  m.random_from = SIZE_MAX;
   auto segments = m.message->getSegmentsForOutput();
   // Standard stream framing (capnp/serialize.h): segment count - 1, sizes, pad, segments.
   if (segments.size() == 1 && segments[0].begin() == m.buffer.data() + 1) {
     auto* table = reinterpret_cast<uint32_t*>(m.buffer.data());
     table[0] = 0;
     table[1] = static_cast<uint32_t>(segments[0].size());
-    return {reinterpret_cast<const uint8_t*>(m.buffer.data()),
-            (1 + segments[0].size()) * sizeof(capnp::word)};
+    const size_t bytes = (1 + segments[0].size()) * sizeof(capnp::word);
+    m.random_from = bytes - m.fingerprints.size() * sizeof(uint64_t);
+    return {reinterpret_cast<const uint8_t*>(m.buffer.data()), bytes};
   }
   size_t table_words = (segments.size() + 2) / 2;
   size_t words = table_words;
@@ -496,6 +525,8 @@ std::span<const uint8_t> EventBlockEncoder::Finish() {
   }
   return {reinterpret_cast<const uint8_t*>(m.spilled.data()), m.spilled.size()};
 }
+
+size_t EventBlockEncoder::random_from() const { return impl_->random_from; }
 
 void EventBlockEncoder::Finish(std::string* out) {
   std::span<const uint8_t> bytes = Finish();
@@ -581,7 +612,7 @@ bool HasKindLists(s::EventBlock::Reader b) {
          b.hasRets() || b.hasCompletions() || b.hasTests() || b.hasCommCreates() || b.hasCommFrees() ||
          b.hasGroups() || b.hasEntropies() || b.hasSeeds() || b.hasCudas() || b.hasMarks() || b.hasErrors() ||
          b.hasSignals() || b.hasDrops() || b.hasInfos() || b.hasPackedOps() || b.hasPackedRets() ||
-         b.hasPackedCompletions();
+         b.hasPackedCompletions() || b.hasPackedTests() || b.hasPackedCudas() || b.hasTimeDeltasPacked();
 }
 
 // Epoch 3: a kind column and a list of records per kind.
@@ -620,10 +651,14 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     packed::Unpacker<OpEvent> ops;
     packed::Unpacker<ReturnEvent> rets;
     packed::Unpacker<CompletionEvent> completions;
+    packed::Unpacker<TestEvent> tests;
+    packed::Unpacker<CudaEvent> cudas;
   };
   const bool packed_ops = block.hasPackedOps();
   const bool packed_rets = block.hasPackedRets();
   const bool packed_completions = block.hasPackedCompletions();
+  const bool packed_tests = block.hasPackedTests();
+  const bool packed_cudas = block.hasPackedCudas();
   auto unpack = std::make_unique<Unpackers>();
   auto packed_damage = [](EventKind kind, const char* what) {
     return Status::Corruption("event block's packed " + std::string(EventKindName(kind)) + " records: " + what);
@@ -644,6 +679,12 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
           start(packed_completions, unpack->completions, block.getPackedCompletions(), EventKind::kCompletion)) {
     return packed_damage(EventKind::kCompletion, err);
   }
+  if (const char* err = start(packed_tests, unpack->tests, block.getPackedTests(), EventKind::kTest)) {
+    return packed_damage(EventKind::kTest, err);
+  }
+  if (const char* err = start(packed_cudas, unpack->cudas, block.getPackedCudas(), EventKind::kCuda)) {
+    return packed_damage(EventKind::kCuda, err);
+  }
   for (size_t k = 0; k < kKinds; ++k) {
     if (held[k] != count[k]) {
       std::string kind(EventKindName(static_cast<EventKind>(k + 1)));
@@ -653,7 +694,19 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
   }
   auto time32 = block.getTimeDeltas32();
   auto time64 = block.getTimeDeltas();
-  if (!((time32.size() == n && time64.size() == 0) || (time64.size() == n && time32.size() == 0))) {
+  // Epoch 4: the deltas packed, less each one's prediction.
+  const bool packed_times = block.hasTimeDeltasPacked();
+  auto time_bytes = block.getTimeDeltasPacked();
+  const uint8_t* time_at = time_bytes.begin();
+  const uint8_t* const time_end = time_bytes.end();
+  const bool time_predicted = !block.getTimeDeltasUnpredicted();
+  packed::TimePredictor time_predictor;
+  time_predictor.Clear();
+  if (packed_times && (time32.size() != 0 || time64.size() != 0)) {
+    return Status::Corruption("event block holds its time deltas both packed and in a column");
+  }
+  if (!packed_times &&
+      !((time32.size() == n && time64.size() == 0) || (time64.size() == n && time32.size() == 0))) {
     return Status::Corruption("event block holds " + Count(time32.size() + time64.size(), "time deltas") + " for " +
                               Count(n, "events"));
   }
@@ -693,9 +746,8 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
     Event e;
     auto read = [&](auto list, EventKind kind, auto* body) { Read(next(list, kind, &e), kind, body, &e); };
     index = index + 1 + (index_gaps.size() != 0 ? static_cast<uint64_t>(index_gaps[i]) : 0);
-    time = WrappingAdd(time, narrow ? time32[i] : time64[i]);
+    if (!packed_times) time = WrappingAdd(time, narrow ? time32[i] : time64[i]);
     e.index = index;
-    e.time_ns = time;
     const auto kind = kinds[i];
     // The next packed record of a kind; an error stops the block.
     auto unpacked = [&](bool packed, auto& unpacker, EventKind k, auto* body, auto list) -> const char* {
@@ -729,13 +781,21 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
           return fingerprint_damage;
         }
         break;
-      case s::EventKind::TEST: read(tests, EventKind::kTest, &e.test); break;
+      case s::EventKind::TEST:
+        if (const char* err = unpacked(packed_tests, unpack->tests, EventKind::kTest, &e.test, tests)) {
+          return packed_damage(EventKind::kTest, err);
+        }
+        break;
       case s::EventKind::COMM_CREATE: read(comm_creates, EventKind::kCommCreate, &e.comm_create); break;
       case s::EventKind::COMM_FREE: read(comm_frees, EventKind::kCommFree, &e.comm_free); break;
       case s::EventKind::GROUP: read(groups, EventKind::kGroup, &e.group); break;
       case s::EventKind::ENTROPY: read(entropies, EventKind::kEntropy, &e.entropy); break;
       case s::EventKind::SEED: read(seeds, EventKind::kSeed, &e.seed); break;
-      case s::EventKind::CUDA: read(cudas, EventKind::kCuda, &e.cuda); break;
+      case s::EventKind::CUDA:
+        if (const char* err = unpacked(packed_cudas, unpack->cudas, EventKind::kCuda, &e.cuda, cudas)) {
+          return packed_damage(EventKind::kCuda, err);
+        }
+        break;
       case s::EventKind::MARK: read(marks, EventKind::kMark, &e.mark); break;
       case s::EventKind::ERROR: read(errors, EventKind::kError, &e.error); break;
       case s::EventKind::SIGNAL: read(signals, EventKind::kSignal, &e.signal); break;
@@ -743,8 +803,24 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
       case s::EventKind::INFO: ReadInfo(next(infos, EventKind::kInfo, &e), &e); break;
       default: ReadUnknown(static_cast<unsigned>(kind), &e); break;
     }
+    if (packed_times) {
+      uint64_t stored = 0;
+      if (!packed::GetVarint(&time_at, time_end, &stored)) {
+        return Status::Corruption("event block's packed time deltas end before its events");
+      }
+      // A kind this reader does not know is predicted without its call site.
+      const auto k = static_cast<unsigned>(kind);
+      const uint64_t delta = time_predicted
+                                 ? time_predictor.Decode(k < kKinds ? e.call_site : 0, k, packed::UnZigZag(stored))
+                                 : packed::UnZigZag(stored);
+      time = WrappingAdd(time, static_cast<int64_t>(delta));
+    }
+    e.time_ns = time;
     if (seq_delta) ApplySeqDelta(&seqs, &e);
     out->push_back(std::move(e));
+  }
+  if (packed_times && time_at != time_end) {
+    return Status::Corruption("event block's packed time deltas hold bytes after its last event's");
   }
   if (f != fp.size()) return fingerprint_damage;
   if (packed_ops && !unpack->ops.done()) return packed_damage(EventKind::kOp, "bytes follow the last record");
@@ -752,6 +828,8 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
   if (packed_completions && !unpack->completions.done()) {
     return packed_damage(EventKind::kCompletion, "bytes follow the last record");
   }
+  if (packed_tests && !unpack->tests.done()) return packed_damage(EventKind::kTest, "bytes follow the last record");
+  if (packed_cudas && !unpack->cudas.done()) return packed_damage(EventKind::kCuda, "bytes follow the last record");
   return Status::Ok();
 }
 

@@ -64,6 +64,9 @@ class EventBlockEncoder {
   std::span<const uint8_t> Finish();
   // The same, copied into `out`.
   void Finish(std::string* out);
+  // Where the last Finish()'s bytes hold nothing but fingerprints, to its end
+  // (BlockCodec::Encode's `random_from`); SIZE_MAX when they do not end so.
+  size_t random_from() const;
 
   // `events`, in index order, as one block whose references are the first
   // event's index and time. Valid as Finish()'s bytes are.

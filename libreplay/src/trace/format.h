@@ -13,8 +13,8 @@ namespace replay::format {
 // The trace format epoch. Bumped when framing (this file) or the layout of an
 // events block changes in a way a reader of an older epoch cannot skip; schema
 // evolution does not bump it. Epoch 3: events stored by kind (trace.capnp,
-// EventBlock). Epoch 4: op, ret and completion records packed, each holding
-// what differs from the last record at its call site. Readers read every
+// EventBlock). Epoch 4: op, ret, completion, test and CUDA records packed, each
+// holding what differs from the last record at its call site. Readers read every
 // earlier epoch.
 inline constexpr uint32_t kFormatEpoch = 4;
 // The lowest reader epoch that can read what this writer produces. A reader

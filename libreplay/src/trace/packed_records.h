@@ -1,6 +1,7 @@
-// packed_records.h: the packed op, ret and completion records of format epoch 4
-// (trace.capnp, EventBlock.packedOps): each record holds only the fields that
-// differ from the previous record of its kind at the same call site.
+// packed_records.h: the packed op, ret, completion, test and CUDA records of
+// format epoch 4 (trace.capnp, EventBlock.packedOps): each record holds only
+// the fields that differ from the previous record of its kind at the same call
+// site.
 //
 // Used by the event codec only. Not thread-safe: one packer or unpacker per
 // encoder or decoder.
@@ -42,6 +43,8 @@ struct Fields;
 REPLAY_PACKED_FIELDS_(OpEvent, REPLAY_OP_FIELDS)
 REPLAY_PACKED_FIELDS_(ReturnEvent, REPLAY_RETURN_FIELDS)
 REPLAY_PACKED_FIELDS_(CompletionEvent, REPLAY_COMPLETION_FIELDS)
+REPLAY_PACKED_FIELDS_(TestEvent, REPLAY_TEST_FIELDS)
+REPLAY_PACKED_FIELDS_(CudaEvent, REPLAY_CUDA_FIELDS)
 #undef REPLAY_PACKED_FIELDS_
 #undef REPLAY_PACKED_NAME_
 #undef REPLAY_PACKED_VISIT_
@@ -97,6 +100,90 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   return p;
 }
 
+// Bytes PutVarint writes for `v`.
+inline size_t VarintSize(uint64_t v) { return 1 + static_cast<size_t>(63 - __builtin_clzll(v | 1)) / 7; }
+
+// Reads a varint at `*p`, before `end`; false when it is cut short or longer
+// than 64 bits.
+inline bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  uint64_t x = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (*p == end) return false;
+    const uint8_t b = *(*p)++;
+    // The tenth byte holds the top bit only.
+    if (shift == 63 && b > 1) return false;
+    x |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A growing byte buffer that varints are written into.
+class Bytes {
+ public:
+  void Clear() { size_ = 0; }
+  // Where `n` more bytes go; Commit(end) then keeps those written.
+  uint8_t* Room(size_t n) {
+    if (size_ + n > capacity_) {
+      size_t grown = std::max(size_ + n, 2 * capacity_);
+      auto bigger = std::make_unique<uint8_t[]>(grown);
+      if (size_ != 0) std::memcpy(bigger.get(), bytes_.get(), size_);
+      bytes_ = std::move(bigger);
+      capacity_ = grown;
+    }
+    return bytes_.get() + size_;
+  }
+  void Commit(const uint8_t* end) { size_ = static_cast<size_t>(end - bytes_.get()); }
+  std::span<const uint8_t> view() const { return {bytes_.get(), size_}; }
+
+ private:
+  std::unique_ptr<uint8_t[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// Time deltas, each stored less the last delta of the same kind at the same
+// call site (trace.capnp, EventBlock.timeDeltasPacked): steady intervals
+// leave only their jitter.
+class TimePredictor {
+ public:
+  void Clear() { used_.fill(false); }
+  // The value to store for `delta`, and back; both note the delta.
+  uint64_t Encode(uint64_t call_site, unsigned kind, uint64_t delta) {
+    Slot& s = SlotFor(call_site, kind);
+    uint64_t stored = delta - s.delta;
+    s.delta = delta;
+    return stored;
+  }
+  uint64_t Decode(uint64_t call_site, unsigned kind, uint64_t stored) {
+    Slot& s = SlotFor(call_site, kind);
+    s.delta += stored;
+    return s.delta;
+  }
+
+ private:
+  struct Slot {
+    uint64_t call_site;
+    unsigned kind;
+    uint64_t delta;
+  };
+  // The pair's slot, emptied (a prediction of 0) when it held another pair.
+  Slot& SlotFor(uint64_t call_site, unsigned kind) {
+    const size_t i = static_cast<size_t>(((call_site + kind) * 0x9E3779B97F4A7C15ull) >> 58);
+    Slot& s = slots_[i];
+    if (!used_[i] || s.call_site != call_site || s.kind != kind) {
+      used_[i] = true;
+      s = Slot{call_site, kind, 0};
+    }
+    return s;
+  }
+  std::array<Slot, 64> slots_{};
+  std::array<bool, 64> used_{};
+};
+
 // The references a record is compared with: the last record of the kind at
 // the same call site, direct-mapped.
 template <typename B>
@@ -133,10 +220,10 @@ template <typename B>
 class Packer {
  public:
   void Begin() {
-    size_ = 0;
+    bytes_.Clear();
     refs_.Clear();
     prev_site_ = 0;
-    size_ = static_cast<size_t>(PutVarint(Room(kMaxVarint), Fields<B>::kCount) - bytes_.get());
+    bytes_.Commit(PutVarint(bytes_.Room(kMaxVarint), Fields<B>::kCount));
   }
 
   // The next record: `body` as stored (seq relative, announced hashes 0).
@@ -164,7 +251,7 @@ class Packer {
     if (site_delta != 0) mask |= kSiteBit;
     if (thread_delta != 0) mask |= kThreadBit;
     if (!list.empty()) mask |= kListBit;
-    uint8_t* p = Room(3 * kMaxVarint + static_cast<size_t>(f - fields) + (1 + list.size()) * kMaxVarint);
+    uint8_t* p = bytes_.Room(3 * kMaxVarint + static_cast<size_t>(f - fields) + (1 + list.size()) * kMaxVarint);
     p = PutVarint(p, mask);
     if (site_delta != 0) p = PutVarint(p, ZigZag(site_delta));
     if (thread_delta != 0) p = PutVarint(p, ZigZag(thread_delta));
@@ -174,29 +261,15 @@ class Packer {
       p = PutVarint(p, list.size());
       for (int64_t v : list) p = PutVarint(p, ZigZag(static_cast<uint64_t>(v)));
     }
-    size_ = static_cast<size_t>(p - bytes_.get());
+    bytes_.Commit(p);
     prev_site_ = call_site;
     refs_.Note(call_site, thread, body);
   }
 
-  std::span<const uint8_t> bytes() const { return {bytes_.get(), size_}; }
+  std::span<const uint8_t> bytes() const { return bytes_.view(); }
 
  private:
-  // Where `n` more bytes go.
-  uint8_t* Room(size_t n) {
-    if (size_ + n > capacity_) {
-      size_t grown = std::max(size_ + n, 2 * capacity_);
-      auto bigger = std::make_unique<uint8_t[]>(grown);
-      if (size_ != 0) std::memcpy(bigger.get(), bytes_.get(), size_);
-      bytes_ = std::move(bigger);
-      capacity_ = grown;
-    }
-    return bytes_.get() + size_;
-  }
-
-  std::unique_ptr<uint8_t[]> bytes_;
-  size_t size_ = 0;
-  size_t capacity_ = 0;
+  Bytes bytes_;
   References<B> refs_;
   uint64_t prev_site_ = 0;
 };
@@ -281,21 +354,7 @@ class Unpacker {
   bool done() const { return p_ == end_; }
 
  private:
-  bool Varint(uint64_t* v) {
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-      if (p_ == end_) return false;
-      const uint8_t b = *p_++;
-      // The tenth byte holds the top bit only.
-      if (shift == 63 && b > 1) return false;
-      x |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) {
-        *v = x;
-        return true;
-      }
-    }
-    return false;
-  }
+  bool Varint(uint64_t* v) { return GetVarint(&p_, end_, v); }
 
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;

@@ -306,10 +306,11 @@ struct EventBlock {
   drops @22 :List(DropRecord);
   infos @23 :List(InfoRecord);
 
-  # Epoch 4. The op, ret and completion records, packed: each holds only what
-  # differs from the record before it at the same call site, so that a
-  # training loop's repeated call takes a byte or two before compression. A
-  # kind whose packed column is present keeps its record list above empty.
+  # Epoch 4. The op, ret, completion, test and CUDA records, packed: each
+  # holds only what differs from the record before it at the same call site,
+  # so that a training loop's repeated call takes a byte or two before
+  # compression. A kind whose packed column is present keeps its record list
+  # above empty.
   #
   # A packed column is a varint F (LEB128, at most 61): the number of fields
   # each record's mask covers. Then one record per event of the kind, in index
@@ -328,11 +329,12 @@ struct EventBlock {
   #     reference's; then, for each field bit, in field order, the field as
   #     zigzag varint of its difference from the reference's (fields widened
   #     to 64 bits, signed ones by sign, modulo 2^64).
-  #   - with bit 2, the list (an op's `counts`): a varint length, then each
-  #     value as zigzag varint.
-  # The record then becomes its slot's reference. `seq` is stored as with
-  # `seqDelta`, and a hash its flag announces is in `fingerprints` (its field
-  # 0), before the comparison. No bytes follow the last record.
+  #   - with bit 2, the list (an op's `counts`, a test's `indices`): a varint
+  #     length, then each value as zigzag varint.
+  # The record then becomes its slot's reference. In ops, rets and
+  # completions, `seq` is stored as with `seqDelta`, and a hash its flag
+  # announces is in `fingerprints` (its field 0), before the comparison. No
+  # bytes follow the last record.
   #
   # Field order is the order of docs/trace-format.md's packed field tables
   # (the body's fields in libreplay/include/replay/event.h); new fields are
@@ -341,6 +343,22 @@ struct EventBlock {
   packedOps @24 :Data;
   packedRets @25 :Data;
   packedCompletions @26 :Data;
+  packedTests @27 :Data;
+  packedCudas @28 :Data;
+  # Epoch 4. The time deltas, replacing `timeDeltas32` and `timeDeltas`
+  # (then both empty): per event, in index order, a zigzag varint of its
+  # delta (as `timeDeltas32` defines it) less the delta of the last event in
+  # this block of the same kind at the same call site, found in a 64-entry
+  # direct-mapped table (slot = ((callSite + kind) * 0x9E3779B97F4A7C15) >>
+  # 58, kind as EventKind; a slot holding another pair, or none, gives 0),
+  # modulo 2^64. A kind added after epoch 4 (after `info`) is looked up with
+  # call site 0, so that readers that do not know it keep the times. A loop's events come at steady intervals, so what remains is
+  # their jitter, in a byte or two. No bytes follow the last event's.
+  timeDeltasPacked @29 :Data;
+  # When true, `timeDeltasPacked` holds each delta itself (zigzag varint),
+  # without the prediction: short intervals that often repeat exactly
+  # compress better so.
+  timeDeltasUnpredicted @30 :Bool;
 }
 
 # The kinds of events, in the order of Event's union. A new kind is added at

@@ -533,7 +533,8 @@ Status TraceWriter::DrainOnce(bool seal) {
       size_t min_bytes = at + n == total && st.open.stored > st.out.size() ? st.open.stored - st.out.size() : 0;
       size_t before = st.out.size();
       REPLAY_RETURN_IF_ERROR(
-          st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out, min_bytes));
+          st.codec.Encode(format::BlockKind::kEvents, first.index, n, raw, &st.out, min_bytes,
+                          st.encoder.random_from()));
       BlockTally& t = at < sealed ? sealed_tally : open_tally;
       t.events += n;
       t.blocks += 1;
