@@ -491,6 +491,53 @@ TEST_CASE("the fingerprint column holds the hashes flags announce, and a hash wi
   CHECK(RoundTrip(in) == in);
 }
 
+TEST_CASE("a packed ret's or completion's payload hash goes to the fingerprint column", "[trace]") {
+  std::vector<Event> in;
+  Event r = Ret(1, 1, 0xb000);
+  r.ret.flags = op_flags::kHasRecvHash;
+  r.ret.payload_size = 8;
+  r.ret.payload_hash = 0xd000;
+  r.index = 0;
+  in.push_back(r);
+  Event c = Completion(1, 2, 9);
+  c.completion.flags = op_flags::kHasSendHash;
+  c.completion.send_hash = 0xc000;
+  c.completion.payload_size = 16;
+  c.completion.payload_hash = 0xd001;
+  c.index = 1;
+  in.push_back(c);
+  Event none = Ret(1, 3, 0);
+  none.ret.payload_hash = 0xd002;  // without a payload: stays in its record
+  none.index = 2;
+  in.push_back(none);
+  std::string raw = Encode(in);
+  std::vector<capnp::word> words(raw.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), raw.data(), raw.size());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+  auto fp = reader.getRoot<schema::EventBlock>().getFingerprints();
+  const uint64_t want[] = {0xb000, 0xd000, 0xc000, 0xd001};
+  REQUIRE(fp.size() == std::size(want));
+  for (unsigned i = 0; i < fp.size(); ++i) CHECK(fp[i] == want[i]);
+  CHECK(RoundTrip(in) == in);
+  // A payload whose hash the column lacks is damage.
+  std::vector<Event> out;
+  Status st = DecodeBuilt(
+      [&](schema::EventBlock::Builder b) {
+        auto k = b.initKinds(1);
+        k.set(0, schema::EventKind::RET);
+        b.initTimeDeltas32(1);
+        packed::Packer<ReturnEvent> p;
+        p.Begin();
+        ReturnEvent body{};
+        body.payload_size = 8;
+        p.Add(0, 0, body, {});
+        auto d = b.initPackedRets(static_cast<unsigned>(p.bytes().size()));
+        std::memcpy(d.begin(), p.bytes().data(), p.bytes().size());
+      },
+      &out);
+  CHECK(st.code() == Status::Code::kCorruption);
+}
+
 TEST_CASE("an event block declaring more events than the format allows is refused", "[trace]") {
   std::vector<Event> out;
   Status st = DecodeBuilt([](schema::EventBlock::Builder b) { b.initKinds(format::kMaxBlockEvents + 1); }, &out);

@@ -342,6 +342,12 @@ struct EventBlockEncoder::Impl {
         b.send_hash = 0;
       }
     }
+    if constexpr (requires { b.payload_hash; }) {
+      if (b.payload_size != 0) {
+        fingerprints.push_back(b.payload_hash);
+        b.payload_hash = 0;
+      }
+    }
     packer.Add(e.call_site, e.thread, b, e.list);
   }
 
@@ -726,6 +732,14 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
   unsigned f = 0;
   // Puts the next value of the fingerprint column in `hash` when `flags`
   // announce it; false where the column and the records disagree.
+  // Epoch 4 keeps a packed ret's or completion's payload hash there as well,
+  // when it has a payload.
+  auto take_payload = [&](uint64_t payload_size, uint64_t* hash) {
+    if (payload_size == 0) return true;
+    if (*hash != 0 || f == fp.size()) return false;
+    *hash = fp[f++];
+    return true;
+  };
   auto take = [&](uint16_t flags, uint16_t flag, uint64_t* hash) {
     if (!Flagged(flags, flag)) return true;
     if (*hash != 0 || f == fp.size()) return false;
@@ -769,7 +783,10 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
         if (const char* err = unpacked(packed_rets, unpack->rets, EventKind::kReturn, &e.ret, rets)) {
           return packed_damage(EventKind::kReturn, err);
         }
-        if (!take(e.ret.flags, op_flags::kHasRecvHash, &e.ret.recv_hash)) return fingerprint_damage;
+        if (!take(e.ret.flags, op_flags::kHasRecvHash, &e.ret.recv_hash) ||
+            (packed_rets && !take_payload(e.ret.payload_size, &e.ret.payload_hash))) {
+          return fingerprint_damage;
+        }
         break;
       case s::EventKind::COMPLETION:
         if (const char* err = unpacked(packed_completions, unpack->completions, EventKind::kCompletion,
@@ -777,7 +794,8 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
           return packed_damage(EventKind::kCompletion, err);
         }
         if (!take(e.completion.flags, op_flags::kHasRecvHash, &e.completion.recv_hash) ||
-            !take(e.completion.flags, op_flags::kHasSendHash, &e.completion.send_hash)) {
+            !take(e.completion.flags, op_flags::kHasSendHash, &e.completion.send_hash) ||
+            (packed_completions && !take_payload(e.completion.payload_size, &e.completion.payload_hash))) {
           return fingerprint_damage;
         }
         break;

@@ -286,9 +286,12 @@ struct EventBlock {
   # The fingerprint hashes that op, ret and completion events carry by their
   # flags, in index order: an op's sendHash when it has flag hasSendHash; a
   # ret's recvHash when hasRecvHash; a completion's recvHash when
-  # hasRecvHash, then its sendHash when hasSendHash. Nothing else: the random
-  # bytes of every hash sit together, which the compressor passes over
-  # fastest. Readers refuse a column with values to spare or too few.
+  # hasRecvHash, then its sendHash when hasSendHash; in an epoch 4 block
+  # (packed records), then also a ret's or completion's payloadHash when its
+  # payloadSize is not 0. Nothing else: the random bytes of every hash sit
+  # together, which the compressor passes over fastest (epoch 4 writers put
+  # the column last and compress it apart). Readers refuse a column with
+  # values to spare or too few.
   fingerprints @8 :List(UInt64);
   ops @9 :List(OpRecord);
   rets @10 :List(RetRecord);
@@ -333,8 +336,9 @@ struct EventBlock {
   #     length, then each value as zigzag varint.
   # The record then becomes its slot's reference. In ops, rets and
   # completions, `seq` is stored as with `seqDelta`, and a hash its flag
-  # announces is in `fingerprints` (its field 0), before the comparison. No
-  # bytes follow the last record.
+  # announces is in `fingerprints` (its field 0), before the comparison; so is
+  # a packed ret's or completion's `payloadHash` when its `payloadSize` is not
+  # 0, after the event's other hashes. No bytes follow the last record.
   #
   # Field order is the order of docs/trace-format.md's packed field tables
   # (the body's fields in libreplay/include/replay/event.h); new fields are
