@@ -65,27 +65,13 @@ std::string TextString(capnp::Text::Reader t) { return std::string(t.cStr(), t.s
 
 bool Flagged(uint16_t flags, uint16_t flag) { return (flags & flag) != 0; }
 
-// Whether a field is written into its record: seq is written by the encoder,
-// relative to the communicator's previous one; a hash its flag announces goes
-// to the block's fingerprint column (the encoder's Add), and its field stays 0.
-template <FieldRole role, typename B>
-bool InRecord(const B& b) {
-  if constexpr (role == FieldRole::kSeq) {
-    return false;
-  } else if constexpr (role == FieldRole::kSendHash) {
-    return !Flagged(b.flags, op_flags::kHasSendHash);
-  } else if constexpr (role == FieldRole::kRecvHash) {
-    return !Flagged(b.flags, op_flags::kHasRecvHash);
-  } else {
-    return true;
-  }
-}
-
 // A field added after epoch 2 is not in Event's union: it reads as its default there.
 #define REPLAY_READ_FIELD_(type, member, schema, json, role) \
   if constexpr (requires { g.get##schema(); }) b->member = static_cast<type>(g.get##schema());
+// Written only for the kinds an epoch 4 block keeps in record lists, none of
+// which has a seq or a hash that the encoder stores elsewhere.
 #define REPLAY_WRITE_FIELD_(type, member, schema, json, role) \
-  if (InRecord<FieldRole::role>(b)) g.set##schema(static_cast<std::remove_cvref_t<decltype(g.get##schema())>>(b.member));
+  g.set##schema(static_cast<std::remove_cvref_t<decltype(g.get##schema())>>(b.member));
 #define REPLAY_BODY_CODEC_(Body, fields)   \
   template <typename G>                    \
   void ReadBody(G g, Body* b) {            \
@@ -173,8 +159,8 @@ void ReadUnionMember(s::Event::Reader r, Event* e) {
 }
 
 // ---------------------------------------------------------------------------
-// Epoch 3 records, written: the body, then what lives beside it, as the record
-// holds it.
+// Records of the kinds that stay in lists, written: the body, then what lives
+// beside it, as the record holds it.
 
 template <typename B, typename R>
 void Write(const EventView& e, R g) {
@@ -652,7 +638,8 @@ Status DecodeKindLists(s::EventBlock::Reader block, std::vector<Event>* out) {
       ops.size(),   rets.size(),  completions.size(), tests.size(),  comm_creates.size(),
       comm_frees.size(), groups.size(), entropies.size(), seeds.size(), cudas.size(),
       marks.size(), errors.size(), signals.size(),   drops.size(),  infos.size()};
-  // Epoch 4: ops, rets and completions packed, their record lists empty.
+  // Epoch 4: ops, rets, completions, tests and CUDA calls packed, their record
+  // lists empty.
   struct Unpackers {
     packed::Unpacker<OpEvent> ops;
     packed::Unpacker<ReturnEvent> rets;
