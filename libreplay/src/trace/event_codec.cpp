@@ -196,11 +196,11 @@ class SeqTable {
  public:
   void Clear() { std::memset(slots_, 0, sizeof(slots_)); }
   uint64_t Last(uint64_t comm) const {
-    const Slot& s = slots_[SlotOf(comm)];
+    const Slot& s = slots_[packed::SlotOf(comm)];
     return s.comm == comm ? s.seq : 0;
   }
   void Note(uint64_t comm, uint64_t seq) {
-    if (seq != 0) slots_[SlotOf(comm)] = Slot{comm, seq};
+    if (seq != 0) slots_[packed::SlotOf(comm)] = Slot{comm, seq};
   }
   // Stored value of `seq`, and back.
   uint64_t Encode(uint64_t comm, uint64_t seq) {
@@ -219,7 +219,6 @@ class SeqTable {
     uint64_t comm;
     uint64_t seq;
   };
-  static size_t SlotOf(uint64_t comm) { return static_cast<size_t>((comm * 0x9E3779B97F4A7C15ull) >> 58); }
   Slot slots_[64] = {};
 };
 

@@ -58,7 +58,12 @@ inline constexpr uint64_t kListBit = 4;
 // The most fields a mask can cover.
 inline constexpr unsigned kMaxFields = 64 - kHeadBits;
 static_assert(Fields<OpEvent>::kCount <= kMaxFields && Fields<ReturnEvent>::kCount <= kMaxFields &&
-              Fields<CompletionEvent>::kCount <= kMaxFields);
+              Fields<CompletionEvent>::kCount <= kMaxFields && Fields<TestEvent>::kCount <= kMaxFields &&
+              Fields<CudaEvent>::kCount <= kMaxFields);
+
+// The slot of `key` in the block's 64-entry direct-mapped tables (seq,
+// references, time predictions), as trace.capnp gives it.
+inline size_t SlotOf(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 58); }
 
 // A field as 64 bits: signed types by sign, the rest by value.
 template <typename T>
@@ -172,7 +177,7 @@ class TimePredictor {
   };
   // The pair's slot, emptied (a prediction of 0) when it held another pair.
   Slot& SlotFor(uint64_t call_site, unsigned kind) {
-    const size_t i = static_cast<size_t>(((call_site + kind) * 0x9E3779B97F4A7C15ull) >> 58);
+    const size_t i = SlotOf(call_site + kind);
     Slot& s = slots_[i];
     if (!used_[i] || s.call_site != call_site || s.kind != kind) {
       used_[i] = true;
@@ -209,7 +214,6 @@ class References {
   }
 
  private:
-  static size_t SlotOf(uint64_t call_site) { return static_cast<size_t>((call_site * 0x9E3779B97F4A7C15ull) >> 58); }
   std::array<Entry, 64> entries_{};
   std::array<bool, 64> used_{};
   Entry zero_{};
